@@ -1,0 +1,99 @@
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+from .roles import Role
+
+
+class User(AbstractUser):
+    """A person. What they may do follows from their groups (Role) or superuser status."""
+
+    def has_role(self, role: Role | str) -> bool:
+        if not self.is_active:
+            return False
+        if self.is_superuser:
+            return True
+        names = getattr(self, "_role_names", None)
+        if names is None:
+            names = self._role_names = frozenset(self.groups.values_list("name", flat=True))
+        return str(role) in names or Role.ADMIN.value in names
+
+    @property
+    def is_reviewer(self) -> bool:
+        return self.has_role(Role.REVIEWER)
+
+    @property
+    def is_operator(self) -> bool:
+        return self.has_role(Role.OPERATOR)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.has_role(Role.ADMIN)
+
+
+class ApiToken(models.Model):
+    """A bearer token `wm_<prefix>_<secret>`: only the prefix (for lookup) and an HMAC digest are stored."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (wm_{self.prefix}_…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError("audit events are append-only")
+
+    def delete(self):
+        raise TypeError("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """One state change. Written by accounts.services.audit_record inside the change's own transaction."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor_user = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor_token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    verb = models.CharField(max_length=80, db_index=True)
+    target_type = models.CharField(max_length=80)
+    target_id = models.CharField(max_length=120)
+    target_label = models.CharField(max_length=200, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.target_type}:{self.target_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise TypeError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("audit events are append-only")
+
+    @property
+    def actor_label(self) -> str:
+        if self.actor_token_id:
+            return f"token {self.actor_token}"
+        return self.actor_user.username if self.actor_user_id else "system"

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+app_name = "accounts"
+urlpatterns = [
+    path("login/", views.login_view, name="login"),
+    path("logout/", views.logout_view, name="logout"),
+    path("settings/", views.settings_view, name="settings"),
+    path("audit/", views.audit_view, name="audit"),
+]

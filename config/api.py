@@ -1,0 +1,89 @@
+"""The one NinjaAPI at /api/v1/: every app's router, and every error answered with the Error schema."""
+
+import logging
+
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from graphs.api import router as graphs_router
+from llm.api import router as llm_router
+from procedures.api import router as procedures_router
+from reviews.api import router as reviews_router
+from trajectories.api import router as trajectories_router
+
+from .errors import ApiError
+
+logger = logging.getLogger("waymark.api")
+
+api = NinjaAPI(
+    title="Waymark API",
+    version="1",
+    description="Agents push traces and pull active graphs and procedures; see docs/api.md.",
+    urls_namespace="api",
+)
+
+STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    422: "invalid",
+    429: "throttled",
+}
+
+
+def _error(request: HttpRequest, status: int, code: str, message: str, details=None) -> HttpResponse:
+    return api.create_response(request, {"code": code, "message": message, "details": details}, status=status)
+
+
+@api.exception_handler(ApiError)
+def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return _error(request, exc.status_code, exc.code, exc.message, exc.details)
+
+
+@api.exception_handler(AuthenticationError)
+def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = _error(request, 401, "unauthorized", "a valid bearer token is required (Authorization: Bearer wm_…)")
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    code = STATUS_CODES.get(exc.status_code, "error")
+    return _error(request, exc.status_code, code, str(exc))
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = [
+        {
+            "loc": [str(part) for part in err.get("loc", ())],
+            "msg": err.get("msg", ""),
+            "type": err.get("type", ""),
+        }
+        for err in exc.errors
+    ]
+    return _error(request, 422, "invalid", "the request does not match the schema", {"errors": errors})
+
+
+@api.exception_handler(Http404)
+def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, "not_found", str(exc) or "not found")
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("unhandled API error", exc_info=exc)
+    return _error(request, 500, "internal_error", "an unexpected error occurred; it has been logged")
+
+
+api.add_router("/trajectories", trajectories_router)
+api.add_router("/graphs", graphs_router)
+api.add_router("/procedures", procedures_router)
+api.add_router("/reviews", reviews_router)
+api.add_router("/models", llm_router)

@@ -1,0 +1,175 @@
+"""Settings shared by every mode. Everything a deployment changes comes from the environment (README: Configuration)."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+
+from .env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env_str("WAYMARK_VAR_DIR", str(BASE_DIR / "var")))
+
+SECRET_KEY = env_str("WAYMARK_SECRET_KEY", "waymark-insecure-local-key-change-me-in-production-0123456789")
+DEBUG = env_bool("WAYMARK_DEBUG", False)
+ALLOWED_HOSTS = env_list("WAYMARK_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("WAYMARK_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "accounts",
+    "trajectories",
+    "llm",
+    "graphs",
+    "procedures",
+    "intents",
+    "reviews",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "accounts.middleware.RequestIdMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "accounts:login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "config.context_processors.waymark",
+            ],
+        },
+    },
+]
+
+
+def _database_from_env() -> dict:
+    url = env_str("DATABASE_URL")
+    if url:
+        return dj_database_url.parse(url, conn_max_age=env_int("WAYMARK_DB_CONN_MAX_AGE", 60))
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": VAR_DIR / "waymark.sqlite3",
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+            "transaction_mode": "IMMEDIATE",
+        },
+    }
+
+
+DATABASES = {"default": _database_from_env()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    # The embedded default runs a web and a worker process: a file cache is shared by both.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# --- Celery -----------------------------------------------------------------------------------------------------
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    # The embedded default: kombu's filesystem transport under var/, no server needed.
+    _broker = VAR_DIR / "broker"
+    for _sub in ("queue", "processed"):
+        (_broker / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker / "queue"),
+        "data_folder_out": str(_broker / "queue"),
+        "processed_folder": str(_broker / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_TIME_LIMIT = env_int("WAYMARK_TASK_TIME_LIMIT", 15 * 60)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("WAYMARK_TASK_SOFT_TIME_LIMIT", 14 * 60)
+CELERY_TASK_ALWAYS_EAGER = env_bool("WAYMARK_TASKS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "reap-stuck-jobs": {"task": "trajectories.tasks.reap_stuck_jobs", "schedule": timedelta(minutes=1)},
+}
+
+# --- Waymark ------------------------------------------------------------------------------------------------------
+WAYMARK_TOKEN_PEPPER = env_str("WAYMARK_TOKEN_PEPPER", SECRET_KEY)
+WAYMARK_LOGIN_MAX_FAILURES = env_int("WAYMARK_LOGIN_MAX_FAILURES", 5)
+WAYMARK_LOGIN_LOCKOUT_SECONDS = env_int("WAYMARK_LOGIN_LOCKOUT_SECONDS", 300)
+WAYMARK_STUCK_AFTER_SECONDS = env_int("WAYMARK_STUCK_AFTER_SECONDS", 30 * 60)
+WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
+WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = WAYMARK_INGEST_MAX_BYTES + 1024 * 1024
+WAYMARK_REDACT_PATTERNS = env_list("WAYMARK_REDACT_PATTERNS")
+
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-5")
+WAYMARK_MODEL_TIMEOUT = float(env_str("WAYMARK_MODEL_TIMEOUT", "60"))
+WAYMARK_MODEL_RETRIES = env_int("WAYMARK_MODEL_RETRIES", 3)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("WAYMARK_LOG_LEVEL", "INFO")},
+}

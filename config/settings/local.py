@@ -1,0 +1,7 @@
+"""The embedded default (`make run`): SQLite under var/, the filesystem broker, debug pages on."""
+
+from .base import *  # noqa: F403
+from .env import env_bool
+
+DEBUG = env_bool("WAYMARK_DEBUG", True)
+WHITENOISE_USE_FINDERS = True

@@ -1,0 +1,30 @@
+"""Production: PostgreSQL (DATABASE_URL) and Redis (REDIS_URL) are required; HTTPS everywhere."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F403
+from .base import DATABASES, REDIS_URL, SECRET_KEY
+from .env import env_bool, env_int, env_str
+
+DEBUG = False
+if "insecure" in SECRET_KEY or len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured("WAYMARK_SECRET_KEY must be set to a long random value in production")
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql" and not env_bool("WAYMARK_ALLOW_SQLITE"):
+    raise ImproperlyConfigured("production needs DATABASE_URL pointing at PostgreSQL")
+if not REDIS_URL:
+    raise ImproperlyConfigured("production needs REDIS_URL (broker and cache)")
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("WAYMARK_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("WAYMARK_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = env_bool("WAYMARK_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+LOGGING["root"]["level"] = env_str("WAYMARK_LOG_LEVEL", "INFO")  # noqa: F405

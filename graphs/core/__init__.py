@@ -1,0 +1,1 @@
+"""Pure algorithms of graphs: no Django import, no I/O."""

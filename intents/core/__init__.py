@@ -1,0 +1,1 @@
+"""Pure algorithms of intents: no Django import, no I/O."""

@@ -1,0 +1,1 @@
+"""Pure algorithms of llm: no Django import, no I/O."""

@@ -1,0 +1,1 @@
+"""Pure algorithms of procedures: no Django import, no I/O."""

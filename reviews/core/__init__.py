@@ -1,0 +1,1 @@
+"""Pure algorithms of reviews: no Django import, no I/O."""

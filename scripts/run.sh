@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make run`: the embedded default. Migrate, seed the demo (idempotent), then web + one real Celery worker.
+set -euo pipefail
+port=${1:-8000}
+export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-config.settings.local}
+export PORT=$port
+mkdir -p var
+.venv/bin/python manage.py migrate --no-input -v 0
+.venv/bin/python manage.py seed_demo
+cat <<MSG
+
+  Waymark is starting at http://127.0.0.1:${port}/
+  Demo logins (password "waymark-demo"):
+    admin     — admin
+    rita, rob — reviewers
+    otto      — operator
+  An agent token for the API was printed above by seed_demo (or create one: manage.py create_api_token).
+  Stop with Ctrl-C.
+
+MSG
+exec .venv/bin/honcho -f Procfile start

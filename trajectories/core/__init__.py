@@ -1,0 +1,1 @@
+"""Pure algorithms of trajectories: no Django import, no I/O."""

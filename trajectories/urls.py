@@ -1,0 +1,8 @@
+from django.urls import path
+
+from . import views
+
+app_name = "trajectories"
+urlpatterns = [
+    path("", views.list_view, name="list"),
+]
