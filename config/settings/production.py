@@ -23,6 +23,9 @@ SECURE_SSL_REDIRECT = env_bool("WAYMARK_SSL_REDIRECT", True)
 SECURE_HSTS_SECONDS = env_int("WAYMARK_HSTS_SECONDS", 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = env_bool("WAYMARK_HSTS_PRELOAD", False)
+if not SECURE_HSTS_PRELOAD:
+    # Preloading is an opt-in commitment for a whole registered domain (docs/decisions.md, accounts).
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
