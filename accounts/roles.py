@@ -19,3 +19,20 @@ SCOPES: dict[str, str] = {
     "evaluations:run": "claim replay and evaluation jobs and answer them",
     "reviews:judge": "read the review queue, propose and judge (reviewers)",
 }
+
+# Scopes a token may carry only when its user holds the role; every other scope is open to any active user.
+SCOPE_REQUIRES_ROLE: dict[str, Role] = {
+    "reviews:judge": Role.REVIEWER,
+    "procedures:mine": Role.OPERATOR,
+}
+
+
+def scopes_allowed_for(user) -> list[str]:
+    """The one rule for which scopes `user` may grant a token: none when inactive, role-bound ones with the role.
+
+    `user` is an accounts.User (admins and superusers hold every role); taken untyped to keep this module free of
+    model imports.
+    """
+    if not user.is_active:
+        return []
+    return [scope for scope in SCOPES if scope not in SCOPE_REQUIRES_ROLE or user.has_role(SCOPE_REQUIRES_ROLE[scope])]

@@ -7,12 +7,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.utils import timezone
 
+from . import throttle
 from .models import ApiToken, AuditEvent, User
 from .request_context import current_request_id
-from .roles import SCOPES
+from .roles import SCOPE_REQUIRES_ROLE, SCOPES, Role, scopes_allowed_for
 from .tokens import digest_secret, new_token, split_token
 
 
@@ -63,7 +66,7 @@ def audit_record(
         actor_token=actor.token,
         verb=verb,
         target_type=target_type,
-        target_id=str(target_id),
+        target_id=str(target_id)[:120],
         target_label=label,
         before=before,
         after=after,
@@ -76,11 +79,19 @@ def api_token_create(*, actor: Actor, user: User, name: str, scopes: list[str]) 
     name = name.strip()
     if not name:
         raise ValueError("a token needs a name")
+    if len(name) > 100:
+        raise ValueError("a token name has at most 100 characters")
+    if not scopes:
+        raise ValueError("a token needs at least one scope")
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown:
         raise ValueError(f"unknown scope(s): {', '.join(unknown)}")
-    if not scopes:
-        raise ValueError("a token needs at least one scope")
+    if not user.is_active:
+        raise ValueError(f"user {user.username} is inactive and cannot hold tokens")
+    refused = sorted(set(scopes) - set(scopes_allowed_for(user)))
+    if refused:
+        needs = ", ".join(f"{scope} needs the {SCOPE_REQUIRES_ROLE[scope]} role" for scope in refused)
+        raise ValueError(f"scope(s) not allowed for {user.username}: {needs}")
     plaintext, prefix, digest = new_token()
     with transaction.atomic(durable=True):
         token = ApiToken.objects.create(user=user, name=name[:100], prefix=prefix, digest=digest, scopes=sorted(scopes))
@@ -99,7 +110,13 @@ def api_token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
         if locked.revoked_at is None:
             locked.revoked_at = timezone.now()
             locked.save(update_fields=["revoked_at"])
-            audit_record(actor=actor, verb="api_token.revoke", target=locked)
+            audit_record(
+                actor=actor,
+                verb="api_token.revoke",
+                target=locked,
+                before={"revoked_at": None},
+                after={"revoked_at": locked.revoked_at.isoformat()},
+            )
     return locked
 
 
@@ -120,3 +137,62 @@ def api_token_authenticate(plaintext: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+def ensure_roles() -> list[str]:
+    """Create the role groups that are missing (idempotent; run after every migrate). Returns the names created.
+
+    Bootstrap, like a migration: it writes no audit event (docs/decisions.md, accounts)."""
+    created = []
+    with transaction.atomic(durable=True):
+        for role in Role:
+            _, was_created = Group.objects.get_or_create(name=role.value)
+            if was_created:
+                created.append(role.value)
+    return created
+
+
+# --- login ------------------------------------------------------------------------------------------------------
+# Audit events of login attempts: actor system, target ("auth.username", the username typed), the username and the
+# client address in `after`. The password is never recorded.
+LOGIN_TARGET_TYPE = "auth.username"
+
+
+def login_success_record(*, user: User, ip: str) -> None:
+    """A successful login: clear the username's failure count and audit it (the session is the view's business)."""
+    username = user.get_username()
+    throttle.clear_username(username)
+    with transaction.atomic(durable=True):
+        audit_record(
+            actor=Actor.system(),
+            verb="auth.login",
+            target=(LOGIN_TARGET_TYPE, username),
+            after={"username": username, "ip": ip, "user_id": user.pk},
+        )
+
+
+def login_failure_record(*, username: str, ip: str) -> list[str]:
+    """A failed login: count it against the username and the IP, audit it, and audit the lockout it may start.
+    Returns the kinds ("username", "ip") this failure has just locked."""
+    username = username[:150]
+    locked = throttle.count_failure(username=username, ip=ip)
+    with transaction.atomic(durable=True):
+        audit_record(
+            actor=Actor.system(),
+            verb="auth.login_failed",
+            target=(LOGIN_TARGET_TYPE, username),
+            after={"username": username, "ip": ip},
+        )
+        if locked:
+            audit_record(
+                actor=Actor.system(),
+                verb="auth.locked_out",
+                target=(LOGIN_TARGET_TYPE, username),
+                after={
+                    "username": username,
+                    "ip": ip,
+                    "locked": locked,
+                    "seconds": settings.WAYMARK_LOGIN_LOCKOUT_SECONDS,
+                },
+            )
+    return locked

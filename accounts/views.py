@@ -1,25 +1,145 @@
-"""Login, logout, the settings page (API tokens) and the audit page. The accounts issue fills these in."""
+"""Login, logout, the settings page (API tokens) and the audit page."""
 
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login as auth_login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_POST
+from django.shortcuts import redirect, render, resolve_url
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_http_methods, require_POST
 
-from .models import AuditEvent
+from . import selectors, services, throttle
+from .forms import AuditFilterForm, TokenCreateForm
+from .roles import SCOPE_REQUIRES_ROLE, SCOPES, Role, scopes_allowed_for
 
-login_view = auth_views.LoginView.as_view(template_name="accounts/login.html", redirect_authenticated_user=True)
 logout_view = require_POST(auth_views.LogoutView.as_view())
 
 
+def _redirect_target(request: HttpRequest) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
+        return target
+    return resolve_url(settings.LOGIN_REDIRECT_URL)
+
+
+@sensitive_post_parameters("password")
+@csrf_protect
+@never_cache
+@require_http_methods(["GET", "POST"])
+def login_view(request: HttpRequest) -> HttpResponse:
+    """Log in, refusing (429, no password check) while the username or the client address is locked out."""
+    next_url = _redirect_target(request)
+    if request.method == "GET":
+        if request.user.is_authenticated:
+            return redirect(next_url)
+        return _login_page(request, AuthenticationForm(request), next_url)
+
+    username = request.POST.get("username", "")[:150]
+    ip = throttle.client_ip(request)
+    lockout = throttle.lockout_for(username=username, ip=ip)
+    if lockout is not None:
+        response = _login_page(
+            request, AuthenticationForm(request, initial={"username": username}), next_url, lockout.message, 429
+        )
+        response["Retry-After"] = str(lockout.retry_after)
+        return response
+
+    form = AuthenticationForm(request, data=request.POST)
+    if form.is_valid():
+        user = form.get_user()
+        auth_login(request, user)
+        services.login_success_record(user=user, ip=ip)
+        return redirect(next_url)
+    notice = ""
+    password_checked = form.has_error(NON_FIELD_ERRORS, "invalid_login") or form.has_error(NON_FIELD_ERRORS, "inactive")
+    if password_checked and services.login_failure_record(username=username, ip=ip):
+        notice = "That was one failed attempt too many: further attempts are refused for a while."
+    return _login_page(request, form, next_url, notice)
+
+
+def _login_page(
+    request: HttpRequest, form: AuthenticationForm, next_url: str, notice: str = "", status: int = 200
+) -> HttpResponse:
+    context = {"form": form, "next": next_url, "notice": notice}
+    return render(request, "accounts/login.html", context, status=status)
+
+
+def _scope_rows(user, checked: list[str]) -> list[dict]:
+    allowed = set(scopes_allowed_for(user))
+    return [
+        {
+            "scope": scope,
+            "description": description,
+            "allowed": scope in allowed,
+            "needs": SCOPE_REQUIRES_ROLE.get(scope),
+            "checked": scope in checked,
+        }
+        for scope, description in SCOPES.items()
+    ]
+
+
 @login_required
+@never_cache
+@require_http_methods(["GET", "POST"])
 def settings_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "accounts/settings.html", {"tokens": request.user.api_tokens.all()})
+    """The user's API tokens; a POST creates one and shows its plaintext on this response only."""
+    form = TokenCreateForm(data=request.POST if request.method == "POST" else None)
+    created = None
+    if form.is_bound and form.is_valid():
+        try:
+            token, plaintext = services.api_token_create(
+                actor=services.Actor.of_request(request),
+                user=request.user,
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
+            )
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            created = {"token": token, "plaintext": plaintext}
+            form = TokenCreateForm()
+    status = 400 if form.is_bound and form.errors else 200
+    checked = form.data.getlist("scopes") if form.is_bound else []
+    context = {
+        "tokens": list(selectors.tokens_of(request.user)),
+        "form": form,
+        "scope_rows": _scope_rows(request.user, checked),
+        "created": created,
+        "roles": [role.value for role in Role if request.user.has_role(role)],
+    }
+    return render(request, "accounts/settings.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    """GET asks for confirmation; POST revokes (idempotent) and returns to the settings page."""
+    token = selectors.token_of_user(request.user, token_id)
+    if request.method == "POST":
+        services.api_token_revoke(actor=services.Actor.of_request(request), token=token)
+        messages.success(request, f"Token “{token.name}” is revoked; agents using it now get 401.")
+        return redirect("accounts:settings")
+    return render(request, "accounts/token_revoke.html", {"token": token})
 
 
 @login_required
 def audit_view(request: HttpRequest) -> HttpResponse:
+    """The audit log, admins only, filtered and paged by cursor; htmx requests get the results fragment."""
     if not request.user.is_admin:
         raise PermissionDenied
-    return render(request, "accounts/audit.html", {"events": AuditEvent.objects.select_related("actor_user")[:100]})
+    form = AuditFilterForm(data=request.GET)
+    page = selectors.audit_page(form.filters(), after=form.cursor()) if form.is_valid() else None
+    query = request.GET.copy()
+    query.pop("after", None)
+    context = {"form": form, "page": page, "query": query.urlencode()}
+    template = "accounts/audit.html#results" if request.htmx else "accounts/audit.html"
+    return render(request, template, context)

@@ -147,14 +147,16 @@ CELERY_TASK_TIME_LIMIT = env_int("WAYMARK_TASK_TIME_LIMIT", 15 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("WAYMARK_TASK_SOFT_TIME_LIMIT", 14 * 60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("WAYMARK_TASKS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_IMPORTS = ("config.reaper",)
 CELERY_BEAT_SCHEDULE = {
-    "reap-stuck-jobs": {"task": "trajectories.tasks.reap_stuck_jobs", "schedule": timedelta(minutes=1)},
+    "reap-stuck-work": {"task": "config.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
 }
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
 WAYMARK_TOKEN_PEPPER = env_str("WAYMARK_TOKEN_PEPPER", SECRET_KEY)
 WAYMARK_LOGIN_MAX_FAILURES = env_int("WAYMARK_LOGIN_MAX_FAILURES", 5)
 WAYMARK_LOGIN_LOCKOUT_SECONDS = env_int("WAYMARK_LOGIN_LOCKOUT_SECONDS", 300)
+WAYMARK_TRUSTED_PROXY_COUNT = env_int("WAYMARK_TRUSTED_PROXY_COUNT", 0)
 WAYMARK_STUCK_AFTER_SECONDS = env_int("WAYMARK_STUCK_AFTER_SECONDS", 30 * 60)
 WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
 WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)

@@ -1,0 +1,102 @@
+"""Reads in accounts that care about access or query counts: a user's tokens and the audit log."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from .models import ApiToken, AuditEvent, User
+
+SYSTEM_ACTOR = "system"
+AUDIT_PAGE_SIZE = 50
+
+
+def tokens_of(user: User) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def token_of_user(user: User, token_id: int) -> ApiToken:
+    """The user's own token; 404 for anyone else's (no one learns which ids exist)."""
+    return get_object_or_404(ApiToken, pk=token_id, user=user)
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    actor: str = ""  # a username, or "system" for events with no user
+    verb: str = ""  # prefix: "auth." matches auth.login, auth.login_failed, …
+    target_type: str = ""
+    target_id: str = ""
+    date_from: date | None = None  # inclusive, UTC days
+    date_to: date | None = None  # inclusive
+
+
+@dataclass(frozen=True)
+class AuditCursor:
+    """Keyset position: the (created_at, id) of the last event shown; the next page starts strictly after it."""
+
+    created_at: datetime
+    id: int
+
+    def encode(self) -> str:
+        return base64.urlsafe_b64encode(f"{self.created_at.isoformat()}|{self.id}".encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> AuditCursor:
+        """Raises ValueError for anything that is not a cursor this page made."""
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+            stamp, _, ident = raw.partition("|")
+            created_at = datetime.fromisoformat(stamp)
+            if created_at.tzinfo is None:
+                raise ValueError("naive time")
+            return cls(created_at=created_at, id=int(ident))
+        except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+            raise ValueError("not a valid cursor") from exc
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    events: list[AuditEvent]
+    next_cursor: str | None
+
+
+def _day_start(day: date) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+
+
+def audit_events(filters: AuditFilters) -> QuerySet[AuditEvent]:
+    events = AuditEvent.objects.select_related("actor_user", "actor_token")
+    if filters.actor == SYSTEM_ACTOR:
+        events = events.filter(actor_user__isnull=True, actor_token__isnull=True)
+    elif filters.actor:
+        events = events.filter(actor_user__username=filters.actor)
+    if filters.verb:
+        events = events.filter(verb__startswith=filters.verb)
+    if filters.target_type:
+        events = events.filter(target_type=filters.target_type)
+    if filters.target_id:
+        events = events.filter(target_id=filters.target_id)
+    if filters.date_from:
+        events = events.filter(created_at__gte=_day_start(filters.date_from))
+    if filters.date_to:
+        events = events.filter(created_at__lt=_day_start(filters.date_to + timedelta(days=1)))
+    return events.order_by("-created_at", "-id")
+
+
+def audit_page(filters: AuditFilters, *, after: AuditCursor | None = None, size: int = AUDIT_PAGE_SIZE) -> AuditPage:
+    """One page of events, newest first, in one query whatever the page holds."""
+    events = audit_events(filters)
+    if after is not None:
+        events = events.filter(Q(created_at__lt=after.created_at) | Q(created_at=after.created_at, id__lt=after.id))
+    rows = list(events[: size + 1])
+    next_cursor = None
+    if len(rows) > size:
+        rows = rows[:size]
+        next_cursor = AuditCursor(created_at=rows[-1].created_at, id=rows[-1].id).encode()
+    return AuditPage(events=rows, next_cursor=next_cursor)
