@@ -1,0 +1,293 @@
+"""learn_procedure (trajectory-mining §2.1): the seed's example, tie-breaks, order, retention, identity, errors."""
+
+import hashlib
+from types import MappingProxyType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from procedures.core import ProcedureCandidate, ProcedureStep, learn_procedure
+from procedures.core.lcs import is_subsequence, lcs
+from tests.procedures.core.reference import reference_lcs, reference_learn_procedure
+from trajectories.core import TrajectoryStep
+
+
+def run(*tools, ok=True, arguments=None):
+    arguments = arguments or {}
+    return [
+        TrajectoryStep(ordinal, tool, "execute", arguments.get(ordinal, {}), ok=ok)
+        for ordinal, tool in enumerate(tools)
+    ]
+
+
+def tools_of(candidate):
+    return [step.tool for step in candidate.steps]
+
+
+def test_it_learns_the_seed_refund_example():
+    runs = {
+        "run-1": [
+            TrajectoryStep(0, "lookup_policy", "inspect", {"tier": "enterprise"}, ok=True),
+            TrajectoryStep(1, "issue_refund", "execute", {"currency": "USD"}, ok=True),
+        ],
+        "run-2": [
+            TrajectoryStep(0, "lookup_policy", "inspect", {"tier": "enterprise"}, ok=True),
+            TrajectoryStep(1, "check_account", "inspect", ok=True),
+            TrajectoryStep(2, "issue_refund", "execute", {"currency": "USD"}, ok=True),
+        ],
+    }
+    candidate = learn_procedure(runs, intent="process enterprise refund")
+    assert tools_of(candidate) == ["lookup_policy", "issue_refund"]
+    assert [dict(step.arguments) for step in candidate.steps] == [{"tier": "enterprise"}, {"currency": "USD"}]
+    assert candidate.source_trajectory_ids == ("run-1", "run-2")
+    assert candidate.intent == "process enterprise refund"
+
+
+def test_it_keeps_the_first_two_stable_steps_of_the_seed_table():
+    runs = {
+        "success-a": run("lookup_policy", "issue_refund", "notify"),
+        "success-b": run("lookup_policy", "issue_refund"),
+    }
+    assert tools_of(learn_procedure(runs, intent="refund")) == ["lookup_policy", "issue_refund"]
+
+
+def test_it_rejects_the_seed_failure_run_as_a_source():
+    runs = {
+        "success-a": run("lookup_policy", "issue_refund", "notify"),
+        "failure": run("issue_refund", "error", ok=False),
+    }
+    with pytest.raises(ValueError, match=r"^source trajectories must be identified, non-empty, and successful$"):
+        learn_procedure(runs, intent="refund")
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        (("a", "b"), ("b", "a"), ["a"]),
+        (("x", "y", "z"), ("z", "y", "x"), ["x"]),
+        (("a", "b", "c"), ("c", "a", "b"), ["a", "b"]),
+    ],
+)
+def test_it_breaks_ties_towards_the_lexicographically_smaller_cell(first, second, expected):
+    assert tools_of(learn_procedure({"1": run(*first), "2": run(*second)}, intent="i")) == expected
+    assert list(lcs(first, second)) == expected
+    assert list(lcs(second, first)) == expected
+
+
+def test_the_fold_depends_on_the_sorted_run_order():
+    runs = {"1": run("a", "b", "c"), "2": run("b", "a", "c"), "3": run("a", "c", "b")}
+    assert tools_of(learn_procedure(runs, intent="i")) == ["a", "c"]
+
+
+def test_runs_sort_as_plain_strings_so_10_comes_before_2():
+    runs = {"2:x": run("b", "a"), "10:x": run("a", "b")}
+    candidate = learn_procedure(runs, intent="i")
+    assert candidate.source_trajectory_ids == ("10:x", "2:x")
+    # LCS((a, b), (b, a)) is (a): folding starts from "10:x" and the tie-break picks the smaller tuple.
+    assert tools_of(candidate) == ["a"]
+
+
+def test_the_smallest_id_supplies_the_retained_arguments():
+    runs = {
+        "2:x": run("search", arguments={0: {"limit": 1.0}}),
+        "10:x": run("search", arguments={0: {"limit": 1}}),
+    }
+    assert learn_procedure(runs, intent="i").steps[0].arguments == {"limit": 1}
+    assert type(learn_procedure(runs, intent="i").steps[0].arguments["limit"]) is int
+
+
+def test_arguments_equal_as_python_values_are_retained():
+    runs = {
+        "a": run("search", "read", arguments={0: {"limit": 1}, 1: {"flag": True}}),
+        "b": run("search", "read", arguments={0: {"limit": 1.0}, 1: {"flag": 1}}),
+        "c": run("search", "read", arguments={0: {"limit": True}, 1: {"flag": 1.0}}),
+    }
+    candidate = learn_procedure(runs, intent="i")
+    assert [dict(step.arguments) for step in candidate.steps] == [{"limit": 1}, {"flag": True}]
+
+
+def test_differing_arguments_leave_the_step_with_none():
+    runs = {
+        "a": run("search", "read", arguments={0: {"q": "refund"}, 1: {"doc": "policy"}}),
+        "b": run("search", "read", arguments={0: {"q": "return"}, 1: {"doc": "policy"}}),
+        "c": run("search", "read", arguments={0: {"q": "refund"}, 1: {"doc": "policy", "page": 2}}),
+    }
+    candidate = learn_procedure(runs, intent="i")
+    assert [dict(step.arguments) for step in candidate.steps] == [{}, {}]
+
+
+def test_arguments_come_from_the_leftmost_occurrence_not_the_lcs_alignment():
+    runs = {
+        "a": run("search", "search", "read", arguments={0: {"q": "x"}, 1: {"q": "y"}}),
+        "b": run("search", "read", arguments={0: {"q": "x"}}),
+    }
+    candidate = learn_procedure(runs, intent="i")
+    assert tools_of(candidate) == ["search", "read"]
+    assert dict(candidate.steps[0].arguments) == {"q": "x"}
+
+
+def test_the_revision_ignores_arguments_and_sources():
+    one = learn_procedure({"a": run("x", "y", arguments={0: {"k": 1}})}, intent="  refund ")
+    other = learn_procedure({"b": run("x", "y", arguments={0: {"k": 2}}), "c": run("x", "z", "y")}, intent="refund")
+    digest = hashlib.sha256(b"refund\0x\0y").hexdigest()
+    assert one.revision == other.revision == f"sha256:{digest}"
+    assert one.procedure_id == other.procedure_id == f"procedure:{digest[:16]}"
+    assert one.intent == "refund"
+    assert one.steps != other.steps
+
+
+def test_the_revision_changes_with_the_intent_and_the_tools():
+    base = learn_procedure({"a": run("x", "y")}, intent="refund")
+    assert learn_procedure({"a": run("x", "y")}, intent="refunds").revision != base.revision
+    assert learn_procedure({"a": run("y", "x")}, intent="refund").revision != base.revision
+
+
+@pytest.mark.parametrize(
+    ("runs", "intent"),
+    [
+        ({"a": run("x")}, ""),
+        ({"a": run("x")}, "   \t"),
+        ({}, "refund"),
+    ],
+)
+def test_it_requires_an_intent_and_a_run(runs, intent):
+    with pytest.raises(ValueError, match=r"^intent and at least one trajectory are required$"):
+        learn_procedure(runs, intent=intent)
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        {"  ": run("x")},
+        {"": run("x")},
+        {"a": run("x"), "b": []},
+        {"a": run("x"), "b": run("x", ok=False)},
+        {"a": run("x"), "b": run("x", ok=None)},
+        {"a": [*run("x"), TrajectoryStep(1, "y", "execute", ok=1)]},
+    ],
+)
+def test_it_rejects_unidentified_empty_or_unsuccessful_runs(runs):
+    with pytest.raises(ValueError, match=r"^source trajectories must be identified, non-empty, and successful$"):
+        learn_procedure(runs, intent="refund")
+
+
+def test_an_empty_intent_is_reported_before_bad_runs():
+    with pytest.raises(ValueError, match=r"^intent and at least one trajectory are required$"):
+        learn_procedure({"": []}, intent=" ")
+
+
+def test_a_failed_step_is_reported_even_when_the_runs_share_nothing():
+    with pytest.raises(ValueError, match=r"^source trajectories must be identified"):
+        learn_procedure({"a": run("x"), "b": run("y", ok=False)}, intent="i")
+
+
+def test_it_rejects_runs_sharing_no_steps():
+    with pytest.raises(ValueError, match=r"^successful trajectories share no procedure steps$"):
+        learn_procedure({"a": run("x", "y"), "b": run("z")}, intent="i")
+
+
+def test_a_procedure_step_requires_a_tool():
+    for tool in ("", "  "):
+        with pytest.raises(ValueError, match=r"^procedure tool is required$"):
+            ProcedureStep(tool=tool)
+    with pytest.raises(TypeError):
+        ProcedureStep("search")  # keyword-only
+
+
+def test_procedure_step_arguments_are_frozen_recursively():
+    step = ProcedureStep(tool="search", arguments={"filters": {"tags": ["a", "b"]}, "limit": 3})
+    assert isinstance(step.arguments, MappingProxyType)
+    with pytest.raises(TypeError):
+        step.arguments["limit"] = 4
+    with pytest.raises(TypeError):
+        step.arguments["filters"]["tags"] = []
+    assert step.arguments["filters"]["tags"] == ("a", "b")
+    with pytest.raises(AttributeError):
+        step.tool = "other"
+    assert step.to_dict() == {"tool": "search", "arguments": {"filters": {"tags": ["a", "b"]}, "limit": 3}}
+
+
+def test_learned_arguments_do_not_share_state_with_the_input():
+    source = {"q": "refund"}
+    candidate = learn_procedure({"a": run("search", arguments={0: source})}, intent="i")
+    source["q"] = "changed"
+    assert candidate.steps[0].arguments == {"q": "refund"}
+    assert ProcedureStep(tool="search") == ProcedureStep(tool="search", arguments={})
+
+
+def test_the_candidate_serializes_for_storage():
+    candidate = learn_procedure({"b": run("x", "y"), "a": run("x", "y")}, intent="i")
+    assert isinstance(candidate, ProcedureCandidate)
+    data = candidate.to_dict()
+    assert data["steps"] == [{"tool": "x", "arguments": {}}, {"tool": "y", "arguments": {}}]
+    assert data["source_trajectory_ids"] == ["a", "b"]
+    assert data["revision"] == candidate.revision
+
+
+def test_repeated_sequences_and_contained_sequences_keep_the_current_result():
+    runs = {f"{index:03}": run("a", "x", "b", "c") for index in range(50)}
+    runs["100"] = run("a", "q", "x", "b", "r", "c")
+    assert tools_of(learn_procedure(runs, intent="i")) == ["a", "x", "b", "c"]
+    assert is_subsequence(("a", "b"), ("a", "x", "b"))
+    assert not is_subsequence(("b", "a"), ("a", "x", "b"))
+    assert is_subsequence((), ())
+
+
+# --- properties against the straightforward reference -------------------------------------------------------------
+
+TOOLS = st.sampled_from(["a", "b", "c", "d"])
+ARGUMENTS = st.sampled_from([{}, {"k": 1}, {"k": 1.0}, {"k": True}, {"k": 2}, {"k": "1"}, {"k": 1, "j": None}])
+
+
+@st.composite
+def tool_runs(draw):
+    alphabet = draw(st.integers(min_value=1, max_value=4))
+    tools = st.sampled_from(["a", "b", "c", "d"][:alphabet])
+    count = draw(st.integers(min_value=1, max_value=6))
+    ids = draw(st.lists(st.text("0123:x", min_size=1, max_size=3), min_size=count, max_size=count, unique=True))
+    runs = {}
+    for trajectory_id in ids:
+        names = draw(st.lists(tools, min_size=0, max_size=12))
+        runs[trajectory_id] = [
+            TrajectoryStep(ordinal, tool, "execute", draw(ARGUMENTS), ok=True) for ordinal, tool in enumerate(names)
+        ]
+    return runs
+
+
+def outcome(function, runs):
+    try:
+        return function(runs, intent="intent")
+    except ValueError as error:
+        return str(error)
+
+
+@settings(max_examples=600, deadline=None)
+@given(tool_runs())
+def test_it_matches_the_reference_implementation(runs):
+    assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tool_runs())
+def test_the_result_is_a_common_subsequence_of_every_run(runs):
+    result = outcome(learn_procedure, runs)
+    if isinstance(result, str):
+        return
+    for steps in runs.values():
+        assert is_subsequence(tools_of(result), [step.tool for step in steps])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(TOOLS, max_size=12), st.lists(TOOLS, max_size=12))
+def test_lcs_matches_the_reference_cell_for_cell(first, second):
+    assert lcs(tuple(first), tuple(second)) == reference_lcs(tuple(first), tuple(second))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TOOLS, max_size=12), st.lists(TOOLS, max_size=6))
+def test_a_contained_sequence_is_its_own_lcs(longer, picks):
+    # Any subsequence of the longer run: under the per-cell tie-break the LCS is exactly that subsequence.
+    chosen = tuple(tool for index, tool in enumerate(longer) if index % 2 == 0 or tool in picks)
+    assert reference_lcs(chosen, tuple(longer)) == chosen
+    assert lcs(chosen, tuple(longer)) == chosen
