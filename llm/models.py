@@ -1,1 +1,61 @@
-from django.db import models  # noqa: F401
+from django.db import models
+from django.utils import timezone
+
+
+class ModelCall(models.Model):
+    """One model call in the ledger: written `running` before the call and finished after it (llm.services)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        ABANDONED = "abandoned"
+
+    class Provider(models.TextChoices):
+        ANTHROPIC = "anthropic"
+        SCRIPTED = "scripted"
+
+    role = models.CharField(max_length=60)
+    model_id = models.CharField(max_length=100)
+    provider = models.CharField(max_length=20, choices=Provider.choices)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    max_tokens = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cached_input_tokens = models.PositiveBigIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True, help_text="USD; null: unpriced")
+    request_digest = models.CharField(max_length=64)
+    request_preview = models.TextField(blank=True)
+    response_text = models.TextField(blank=True, help_text="the whole reply, kept so a rejected reply can be diagnosed")
+    response_id = models.CharField(max_length=120, blank=True)
+    stop_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    subject_type = models.CharField(max_length=80, blank=True)
+    subject_id = models.CharField(max_length=120, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            models.Index(fields=["-started_at", "-id"], name="llm_call_newest"),
+            models.Index(fields=["status", "started_at"], name="llm_call_status_started"),
+            models.Index(fields=["role", "-started_at"], name="llm_call_role"),
+            models.Index(fields=["model_id", "-started_at"], name="llm_call_model"),
+            models.Index(fields=["subject_type", "subject_id"], name="llm_call_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} call to {self.model_id} ({self.status})"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cached_input_tokens
+
+    @property
+    def response_preview(self) -> str:
+        return self.response_text[:PREVIEW_CHARS]
+
+
+PREVIEW_CHARS = 300

@@ -1,1 +1,127 @@
-"""services of llm."""
+"""Every write of llm: the ModelCall ledger.
+
+A ledger row is itself the record of a call, so these services write no separate audit event (docs/decisions.md);
+the reaper's `modelcall.reaped` is audited (config/reaper.py). Each service is one durable transaction, so a model
+call can never be recorded from inside someone else's transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from llm.core import ModelRequest, ModelResponse
+from llm.pricing import cost_of
+
+from .models import ModelCall
+
+REQUEST_PREVIEW_CHARS = 2000
+ERROR_CHARS = 4000
+Subject = models.Model | tuple[str, str | int] | None
+
+
+def request_digest(request: ModelRequest, model_id: str) -> str:
+    """SHA-256 of the canonical JSON of what was asked: identical requests share a digest."""
+    canonical = json.dumps(
+        {
+            "model": model_id,
+            "role": request.role,
+            "system": request.system,
+            "parts": list(request.parts),
+            "max_tokens": request.max_tokens,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _preview(request: ModelRequest) -> str:
+    text = "\n\n".join([request.system, *request.text_parts]).strip()
+    return text if len(text) <= REQUEST_PREVIEW_CHARS else text[: REQUEST_PREVIEW_CHARS - 1] + "…"
+
+
+def _subject_key(subject: Subject) -> tuple[str, str]:
+    if subject is None:
+        return "", ""
+    if isinstance(subject, models.Model):
+        return subject._meta.label_lower, str(subject.pk)
+    subject_type, subject_id = subject
+    return str(subject_type)[:80], str(subject_id)[:120]
+
+
+def _provider(provider: str) -> str:
+    if provider not in ModelCall.Provider.values:
+        raise ValueError(f"unknown model provider {provider!r}; expected one of {', '.join(ModelCall.Provider.values)}")
+    return provider
+
+
+def model_call_start(
+    *, role: str, model_id: str, provider: str, request: ModelRequest, subject: Subject = None
+) -> ModelCall:
+    """Record a call about to be made, in `running`."""
+    subject_type, subject_id = _subject_key(subject)
+    with transaction.atomic(durable=True):
+        return ModelCall.objects.create(
+            role=role[:60],
+            model_id=model_id[:100],
+            provider=_provider(provider),
+            status=ModelCall.Status.RUNNING,
+            max_tokens=request.max_tokens,
+            request_digest=request_digest(request, model_id),
+            request_preview=_preview(request),
+            subject_type=subject_type,
+            subject_id=subject_id,
+        )
+
+
+def _finish(call_id: int, started_at: datetime, fields: dict) -> ModelCall:
+    now = timezone.now()
+    fields.setdefault("latency_ms", max(0, int((now - started_at).total_seconds() * 1000)))
+    with transaction.atomic(durable=True):
+        # A reply that arrives after the reaper marked the call abandoned is still recorded: the tokens were spent.
+        ModelCall.objects.filter(pk=call_id, status__in=[ModelCall.Status.RUNNING, ModelCall.Status.ABANDONED]).update(
+            finished_at=now, **fields
+        )
+        return ModelCall.objects.get(pk=call_id)
+
+
+def model_call_succeed(*, call: ModelCall, response: ModelResponse, latency_ms: int | None = None) -> ModelCall:
+    """Record the reply, its usage and its cost (None for a model without a known price)."""
+    fields = {
+        "status": ModelCall.Status.SUCCEEDED,
+        "input_tokens": response.usage.input_tokens,
+        "output_tokens": response.usage.output_tokens,
+        "cached_input_tokens": response.usage.cached_input_tokens,
+        "cost": cost_of(call.model_id, response.usage),
+        "response_text": response.text,
+        "response_id": (response.response_id or "")[:120],
+        "stop_reason": (response.stop_reason or "")[:40],
+    }
+    if latency_ms is not None:
+        fields["latency_ms"] = latency_ms
+    return _finish(call.pk, call.started_at, fields)
+
+
+def model_call_fail(*, call: ModelCall, error: BaseException | str, latency_ms: int | None = None) -> ModelCall:
+    """Record that the call produced no reply, with the error."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    fields = {"status": ModelCall.Status.FAILED, "error": text[:ERROR_CHARS]}
+    if latency_ms is not None:
+        fields["latency_ms"] = latency_ms
+    return _finish(call.pk, call.started_at, fields)
+
+
+def model_call_note_rejected_output(*, call_id: int, error: BaseException | str) -> ModelCall:
+    """A parser rejected the reply of a succeeded call (MalformedModelOutput): keep its diagnostics on the row."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    with transaction.atomic(durable=True):
+        call = ModelCall.objects.select_for_update().get(pk=call_id)
+        call.error = text[:ERROR_CHARS]
+        call.save(update_fields=["error"])
+    return call

@@ -1,0 +1,1 @@
+"""Providers behind the ChatModel protocol."""
