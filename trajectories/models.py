@@ -1,1 +1,83 @@
-from django.db import models  # noqa: F401
+"""Agent runs and their steps. Rows are written only by trajectories.services (ingest), never edited afterwards."""
+
+from django.db import models
+
+
+class Outcome(models.TextChoices):
+    SUCCESS = "success", "success"
+    FAILURE = "failure", "failure"
+    UNKNOWN = "unknown", "unknown"
+
+
+class Run(models.Model):
+    """One agent run, identified by (source, external_id). Step totals are denormalized at ingest."""
+
+    source = models.CharField(max_length=100)
+    external_id = models.CharField(max_length=200)
+    task = models.TextField(blank=True)
+    intent = models.CharField(max_length=200, blank=True, help_text="the declared intent label, raw")
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.UNKNOWN)
+    score = models.FloatField(null=True, blank=True)
+    graph_workspace = models.CharField(max_length=100, blank=True)
+    graph_revision = models.CharField(max_length=100, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    step_count = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    tools = models.JSONField(default=list, blank=True, help_text="distinct tools in first-use order (display)")
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "external_id"], name="trajectories_run_source_external_id"),
+        ]
+        indexes = [
+            models.Index(fields=["outcome", "-id"], name="trajectories_run_outcome"),
+            models.Index(fields=["source", "-id"], name="trajectories_run_source"),
+            models.Index(fields=["intent", "-id"], name="trajectories_run_intent"),
+            models.Index(fields=["graph_workspace", "-id"], name="trajectories_run_workspace"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}/{self.external_id}"
+
+
+class Step(models.Model):
+    """One tool call of a run, normalized by trajectories.core.normalize_steps (secret-like argument keys dropped)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    ordinal = models.PositiveIntegerField()
+    tool = models.CharField(max_length=60)
+    action_family = models.CharField(max_length=40)
+    arguments = models.JSONField(default=dict, blank=True)
+    observation = models.TextField(blank=True)
+    ok = models.BooleanField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    cached_input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["run_id", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "ordinal"], name="trajectories_step_run_ordinal"),
+        ]
+        indexes = [models.Index(fields=["tool", "run"], name="trajectories_step_tool_run")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.ordinal} {self.tool}"
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.cached_input_tokens + self.output_tokens
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return max(0.0, (self.ended_at - self.started_at).total_seconds())
