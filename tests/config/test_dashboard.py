@@ -1,0 +1,133 @@
+"""The dashboard: counts, the latest runs and the latest activity, in a fixed number of queries."""
+
+import pytest
+from django.db import transaction
+from django.urls import reverse
+
+from accounts.services import Actor, audit_record
+from llm.core import ModelRequest, ModelResponse
+from llm.services import model_call_start, model_call_succeed
+from tests.conftest import logged_in
+from tests.trajectories.factories import ingest, run_item, step_item
+
+DASHBOARD = "/"
+
+
+def make_runs(success: int, failure: int = 0) -> None:
+    items = [run_item(outcome="success") for _ in range(success)]
+    items += [run_item(outcome="failure", steps=[step_item("lookup_policy", ok=False)]) for _ in range(failure)]
+    ingest(*items)
+
+
+def make_model_calls(count: int) -> None:
+    request = ModelRequest(role="demo", system="be brief", parts=("hello",), max_tokens=16)
+    for _ in range(count):
+        call = model_call_start(role="demo", model_id="scripted-demo", provider="scripted", request=request)
+        model_call_succeed(call=call, response=ModelResponse(text="hi"))
+
+
+def make_events(count: int, actor) -> None:
+    for number in range(count):
+        with transaction.atomic():
+            audit_record(actor=Actor(user=actor), verb="demo.touch", target=("demo.thing", str(number)))
+
+
+def counts_of(response) -> dict[str, int]:
+    return {stat.label: stat.value for stat in response.context["counts"]}
+
+
+def test_it_counts_runs_by_outcome_steps_and_model_calls(operator):
+    make_runs(success=2, failure=1)
+    make_model_calls(2)
+
+    response = logged_in(operator).get(DASHBOARD)
+
+    assert response.status_code == 200
+    counts = counts_of(response)
+    assert counts["Runs"] == 3
+    assert counts["Successful runs"] == 2
+    assert counts["Failed runs"] == 1
+    assert counts["Steps"] == 2 * 2 + 1
+    assert counts["Model calls"] == 2
+
+
+def test_it_shows_an_empty_state_before_any_run(operator):
+    response = logged_in(operator).get(DASHBOARD)
+
+    assert response.status_code == 200
+    assert counts_of(response)["Runs"] == 0
+    assert b"No runs yet" in response.content
+
+
+def test_it_links_the_five_newest_runs(operator):
+    make_runs(success=7)
+
+    response = logged_in(operator).get(DASHBOARD)
+
+    recent = response.context["recent_runs"]
+    assert len(recent) == 5
+    assert [run.pk for run in recent] == sorted((run.pk for run in recent), reverse=True)
+    for run in recent:
+        assert reverse("trajectories:detail", args=[run.pk]).encode() in response.content
+
+
+def test_it_lists_the_latest_activity_newest_first(operator, admin_user):
+    make_events(12, actor=admin_user)
+
+    response = logged_in(operator).get(DASHBOARD)
+
+    events = response.context["recent_events"]
+    assert len(events) == 10
+    assert events[0].target_id == "11"
+    assert b"demo.touch" in response.content
+
+
+def test_activity_about_a_run_links_to_the_runs_page(operator):
+    make_runs(success=1)
+    run_id = logged_in(operator).get(DASHBOARD).context["recent_runs"][0].pk
+    with transaction.atomic():
+        audit_record(actor=Actor(user=operator), verb="run.note", target=("trajectories.run", str(run_id)))
+
+    response = logged_in(operator).get(DASHBOARD)
+
+    event = response.context["recent_events"][0]
+    assert event.verb == "run.note"
+    assert event.target_url == reverse("trajectories:detail", args=[run_id])
+
+
+@pytest.mark.parametrize("size", [3, 30])
+def test_it_takes_a_fixed_number_of_queries(operator, admin_user, size, django_assert_max_num_queries):
+    make_runs(success=size, failure=size)
+    make_model_calls(size)
+    make_events(size, actor=admin_user)
+    client = logged_in(operator)
+
+    with django_assert_max_num_queries(7):
+        response = client.get(DASHBOARD)
+
+    assert response.status_code == 200
+    assert counts_of(response)["Runs"] == 2 * size
+
+
+def test_a_read_only_user_sees_the_dashboard(viewer):
+    make_runs(success=1)
+
+    response = logged_in(viewer).get(DASHBOARD)
+
+    assert response.status_code == 200
+    assert counts_of(response)["Runs"] == 1
+
+
+@pytest.mark.parametrize("who", ["anonymous", "inactive"])
+def test_outsiders_are_sent_to_the_login_page(client, outsider, who):
+    if who == "inactive":
+        client.force_login(outsider)
+
+    response = client.get(DASHBOARD)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("accounts:login"))
+
+
+def test_the_health_check_still_answers(client, db):
+    assert client.get("/healthz").status_code == 200
