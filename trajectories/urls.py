@@ -5,4 +5,5 @@ from . import views
 app_name = "trajectories"
 urlpatterns = [
     path("", views.list_view, name="list"),
+    path("<int:pk>/", views.detail_view, name="detail"),
 ]
