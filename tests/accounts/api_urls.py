@@ -1,0 +1,16 @@
+"""A one-endpoint API guarded by the real bearer auth, for testing tokens before the app APIs exist."""
+
+from django.urls import path
+from ninja import NinjaAPI
+
+from config.auth import scoped
+
+api = NinjaAPI(urls_namespace="accounts-token-test")
+
+
+@api.get("/whoami", auth=scoped("trajectories:read"))
+def whoami(request):
+    return {"username": request.user.username, "token": request.api_token.name}
+
+
+urlpatterns = [path("api/", api.urls)]
