@@ -81,3 +81,40 @@ class Step(models.Model):
         if self.started_at is None or self.ended_at is None:
             return None
         return max(0.0, (self.ended_at - self.started_at).total_seconds())
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    LEASED = "leased", "leased"
+    DONE = "done", "done"
+    EXPIRED = "expired", "expired"
+
+
+class Job(models.Model):
+    """An evaluation job an agent claims over the API with a lease and answers with a run (trajectories.jobs).
+
+    `subject` names what the job belongs to (e.g. "procedures.replayrun:12"), so the owning app can find its jobs.
+    Written only by trajectories.job_services.
+    """
+
+    kind = models.CharField(max_length=60)
+    subject = models.CharField(max_length=120, blank=True)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    result_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    deadline = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["kind", "status", "id"], name="trajectories_job_claim"),
+            models.Index(fields=["subject"], name="trajectories_job_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.kind}, {self.status})"
