@@ -1,0 +1,288 @@
+"""Replay of a procedure on held-out cases: per-case results and the seed's report dimensions (pure).
+
+Two modes:
+* `offline`: each case is one recorded run; both the candidate and the active version are judged on it. A version
+  *passes* a case when the run succeeded AND its tool sequence contains the version's tools in order.
+* `live`: each case holds the run the agent produced with the candidate (`run`) and, when there is an active
+  version, the run it produced with the active version (`active_run`). A version passes when its run succeeded.
+A missing run is an unanswered case for that arm: reported as such, left out of every rate's denominator, never a
+pass, never a regression.
+
+Per arm, over answered cases: task_success (share passing), outcome_success (share whose run succeeded),
+tool_correctness (share following the tools in order), grounding (retained arguments observed with equal values at
+the step where the tool occurs, greedy leftmost alignment, pooled over cases), mean_steps, mean_tokens, mean_cost;
+plus answered_rate and the number of counterexamples (failed runs that follow the procedure). The candidate's
+metrics add `regressions` (cases the active version passes and the candidate fails, both answered) and
+`improvements` (the reverse).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trajectories.core import TrajectoryStep
+
+from .frozen import thaw
+from .gate import AT_LEAST, AT_MOST, NO_REGRESSION, MetricCheck
+from .lcs import is_subsequence
+from .learn import ProcedureStep, align_leftmost
+
+OFFLINE = "offline"
+LIVE = "live"
+MODES = (OFFLINE, LIVE)
+OUTCOMES = ("success", "failure", "unknown")
+
+HIGHER_IS_BETTER = {
+    "task_success": True,
+    "outcome_success": True,
+    "tool_correctness": True,
+    "grounding": True,
+    "answered_rate": True,
+    "mean_steps": False,
+    "mean_tokens": False,
+    "mean_cost": False,
+    "counterexamples": False,
+    "regressions": False,
+}
+
+DEFAULT_PROCEDURE_CHECKS: tuple[MetricCheck, ...] = (
+    MetricCheck(metric="task_success", mode=NO_REGRESSION, tolerance=0.0),
+    MetricCheck(metric="tool_correctness", mode=AT_LEAST, threshold=0.5),
+    MetricCheck(metric="answered_rate", mode=AT_LEAST, threshold=0.8),
+    MetricCheck(metric="regressions", mode=AT_MOST, threshold=0, higher_is_better=False),
+    MetricCheck(metric="mean_steps", mode=NO_REGRESSION, tolerance=1.0, higher_is_better=False),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseRun:
+    """One run of a case: its outcome, steps, and token and money totals (summed from the steps when omitted)."""
+
+    outcome: str
+    steps: tuple[TrajectoryStep, ...]
+    tokens: int | None = None
+    cost: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"run outcome must be one of {', '.join(OUTCOMES)}")
+        object.__setattr__(self, "steps", tuple(self.steps))
+        if self.tokens is None:
+            object.__setattr__(self, "tokens", sum(step.tokens for step in self.steps))
+        if self.cost is None:
+            object.__setattr__(self, "cost", sum(step.cost for step in self.steps))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayCase:
+    case_id: str
+    run: CaseRun | None
+    active_run: CaseRun | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmResult:
+    """How one version fared on one case. Everything but `answered` and `passed` is None when unanswered."""
+
+    answered: bool
+    passed: bool
+    outcome: str | None = None
+    follows: bool | None = None
+    observed_arguments: int | None = None
+    retained_arguments: int | None = None
+    steps: int | None = None
+    tokens: int | None = None
+    cost: float | None = None
+
+    @property
+    def counterexample(self) -> bool:
+        return self.outcome == "failure" and bool(self.follows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "answered": self.answered,
+            "passed": self.passed,
+            "outcome": self.outcome,
+            "follows": self.follows,
+            "observed_arguments": self.observed_arguments,
+            "retained_arguments": self.retained_arguments,
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "counterexample": self.counterexample,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseResult:
+    case_id: str
+    candidate: ArmResult
+    active: ArmResult | None = None
+
+    @property
+    def regression(self) -> bool:
+        return self._both_answered() and self.active.passed and not self.candidate.passed
+
+    @property
+    def improvement(self) -> bool:
+        return self._both_answered() and self.candidate.passed and not self.active.passed
+
+    def _both_answered(self) -> bool:
+        return self.active is not None and self.active.answered and self.candidate.answered
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id,
+            "candidate": self.candidate.to_dict(),
+            "active": None if self.active is None else self.active.to_dict(),
+            "regression": self.regression,
+            "improvement": self.improvement,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayReport:
+    mode: str
+    cases: tuple[CaseResult, ...]
+    metrics: Mapping[str, float | int | None]
+    active_metrics: Mapping[str, float | int | None] | None
+
+    @property
+    def regressions(self) -> tuple[str, ...]:
+        return tuple(case.case_id for case in self.cases if case.regression)
+
+    @property
+    def improvements(self) -> tuple[str, ...]:
+        return tuple(case.case_id for case in self.cases if case.improvement)
+
+    @property
+    def counterexamples(self) -> tuple[str, ...]:
+        return tuple(case.case_id for case in self.cases if case.candidate.counterexample)
+
+    @property
+    def unanswered(self) -> tuple[str, ...]:
+        return tuple(case.case_id for case in self.cases if not case.candidate.answered)
+
+    @property
+    def active_unanswered(self) -> tuple[str, ...]:
+        return tuple(case.case_id for case in self.cases if case.active is not None and not case.active.answered)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "metrics": dict(self.metrics),
+            "active_metrics": None if self.active_metrics is None else dict(self.active_metrics),
+            "regressions": list(self.regressions),
+            "improvements": list(self.improvements),
+            "counterexamples": list(self.counterexamples),
+            "unanswered": list(self.unanswered),
+            "active_unanswered": list(self.active_unanswered),
+            "cases": [case.to_dict() for case in self.cases],
+        }
+
+
+def replay_procedure(
+    procedure: Sequence[ProcedureStep],
+    cases: Sequence[ReplayCase],
+    *,
+    active: Sequence[ProcedureStep] | None = None,
+    mode: str = OFFLINE,
+) -> ReplayReport:
+    """Judge the candidate (and the active version, when given) on every case and summarise both."""
+    if mode not in MODES:
+        raise ValueError(f"replay mode must be one of {', '.join(MODES)}")
+    procedure = _checked_procedure(procedure, "candidate")
+    active = None if active is None else _checked_procedure(active, "active")
+    seen: set[str] = set()
+    for case in cases:
+        if not isinstance(case.case_id, str) or not case.case_id.strip():
+            raise ValueError("replay case id is required")
+        if case.case_id in seen:
+            raise ValueError(f"replay case {case.case_id!r} is repeated")
+        seen.add(case.case_id)
+        if mode == OFFLINE and case.active_run is not None:
+            raise ValueError("offline replay judges both versions on the recorded run: active_run must be empty")
+    results = tuple(
+        CaseResult(
+            case_id=case.case_id,
+            candidate=judge(procedure, case.run, mode=mode),
+            active=None if active is None else judge(active, _active_run(case, mode), mode=mode),
+        )
+        for case in cases
+    )
+    metrics = summarize([case.candidate for case in results])
+    metrics["regressions"] = sum(case.regression for case in results)
+    metrics["improvements"] = sum(case.improvement for case in results)
+    active_metrics = None if active is None else summarize([case.active for case in results])
+    return ReplayReport(mode=mode, cases=results, metrics=metrics, active_metrics=active_metrics)
+
+
+def judge(procedure: Sequence[ProcedureStep], run: CaseRun | None, *, mode: str) -> ArmResult:
+    if run is None:
+        return ArmResult(answered=False, passed=False)
+    tools = tuple(step.tool for step in procedure)
+    follows = is_subsequence(tools, [step.tool for step in run.steps])
+    succeeded = run.outcome == "success"
+    observed, retained = grounding_counts(procedure, run.steps)
+    return ArmResult(
+        answered=True,
+        passed=succeeded and (follows or mode == LIVE),
+        outcome=run.outcome,
+        follows=follows,
+        observed_arguments=observed,
+        retained_arguments=retained,
+        steps=len(run.steps),
+        tokens=run.tokens,
+        cost=run.cost,
+    )
+
+
+def grounding_counts(procedure: Sequence[ProcedureStep], steps: Sequence[TrajectoryStep]) -> tuple[int, int]:
+    """(retained arguments observed with equal values at the aligned step, retained arguments in the procedure)."""
+    aligned = align_leftmost(tuple(step.tool for step in procedure), steps)
+    observed = 0
+    for wanted, step in zip(procedure, aligned, strict=False):
+        present = step.arguments
+        observed += sum(1 for key, value in wanted.arguments.items() if key in present and _same(present[key], value))
+    return observed, sum(len(step.arguments) for step in procedure)
+
+
+def summarize(arms: Sequence[ArmResult]) -> dict[str, float | int | None]:
+    answered = [arm for arm in arms if arm.answered]
+    count = len(answered)
+    retained = sum(arm.retained_arguments for arm in answered)
+
+    def share(values: Sequence[bool]) -> float | None:
+        return sum(values) / count if count else None
+
+    def mean(values: Sequence[float]) -> float | None:
+        return sum(values) / count if count else None
+
+    return {
+        "cases": len(arms),
+        "answered": count,
+        "answered_rate": count / len(arms) if arms else None,
+        "task_success": share([arm.passed for arm in answered]),
+        "outcome_success": share([arm.outcome == "success" for arm in answered]),
+        "tool_correctness": share([bool(arm.follows) for arm in answered]),
+        "grounding": sum(arm.observed_arguments for arm in answered) / retained if retained else None,
+        "mean_steps": mean([arm.steps for arm in answered]),
+        "mean_tokens": mean([arm.tokens for arm in answered]),
+        "mean_cost": mean([arm.cost for arm in answered]),
+        "counterexamples": sum(arm.counterexample for arm in answered),
+    }
+
+
+def _same(seen: Any, retained: Any) -> bool:
+    return thaw(seen) == thaw(retained)
+
+
+def _active_run(case: ReplayCase, mode: str) -> CaseRun | None:
+    return case.run if mode == OFFLINE else case.active_run
+
+
+def _checked_procedure(procedure: Sequence[ProcedureStep], which: str) -> tuple[ProcedureStep, ...]:
+    steps = tuple(getattr(procedure, "steps", procedure))
+    if not steps or not all(isinstance(step, ProcedureStep) for step in steps):
+        raise ValueError(f"the {which} procedure must be a non-empty sequence of procedure steps")
+    return steps
