@@ -124,7 +124,10 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def api_token_authenticate(plaintext: str) -> ApiToken | None:
-    """The active token for a plaintext, or None. Records the last-used time (at most once a minute)."""
+    """The active token for a plaintext, or None. Records the last-used time (at most once a minute).
+
+    A role-bound scope (roles.SCOPE_REQUIRES_ROLE) works only while the user still holds the role: the returned
+    token's `scopes` leave out the ones the user has lost (in memory; the stored row is unchanged)."""
     parts = split_token(plaintext.strip())
     if parts is None:
         return None
@@ -132,6 +135,9 @@ def api_token_authenticate(plaintext: str) -> ApiToken | None:
     token = ApiToken.objects.select_related("user").filter(prefix=prefix, revoked_at__isnull=True).first()
     if token is None or not token.user.is_active or not hmac.compare_digest(token.digest, digest_secret(secret)):
         return None
+    if any(scope in SCOPE_REQUIRES_ROLE for scope in token.scopes):
+        allowed = set(scopes_allowed_for(token.user))
+        token.scopes = [scope for scope in token.scopes if scope not in SCOPE_REQUIRES_ROLE or scope in allowed]
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

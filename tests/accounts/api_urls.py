@@ -13,4 +13,9 @@ def whoami(request):
     return {"username": request.user.username, "token": request.api_token.name}
 
 
+@api.get("/queue", auth=scoped("reviews:judge"))
+def queue(request):
+    return {"ok": True}
+
+
 urlpatterns = [path("api/", api.urls)]

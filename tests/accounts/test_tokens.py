@@ -115,6 +115,16 @@ def test_the_api_answers_401_without_a_token_and_for_an_inactive_owner(viewer, a
     assert api_client.get("/api/whoami", token=plaintext).status_code == 401
 
 
+@pytest.mark.urls("tests.accounts.api_urls")
+def test_a_role_bound_scope_stops_working_when_the_user_loses_the_role(reviewer, api_client, make_token):
+    plaintext = make_token(reviewer, "reviews:judge", "trajectories:read")
+    assert api_client.get("/api/queue", token=plaintext).status_code == 200
+    reviewer.groups.clear()
+    assert api_client.get("/api/queue", token=plaintext).status_code == 403
+    assert api_client.get("/api/whoami", token=plaintext).status_code == 200
+    assert ApiToken.objects.get().scopes == ["reviews:judge", "trajectories:read"]
+
+
 # --- the settings page ---------------------------------------------------------------------------------------------
 
 
