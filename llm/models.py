@@ -52,10 +52,3 @@ class ModelCall(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.cached_input_tokens
-
-    @property
-    def response_preview(self) -> str:
-        return self.response_text[:PREVIEW_CHARS]
-
-
-PREVIEW_CHARS = 300

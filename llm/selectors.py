@@ -1,1 +1,124 @@
-"""selectors of llm."""
+"""Reads of the ModelCall ledger for the calls page: a fixed number of queries whatever the data size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.functions import Left
+
+from .models import ModelCall
+
+PAGE_SIZE = 50
+REPLY_HEAD_CHARS = 300
+
+
+@dataclass(frozen=True)
+class CallFilters:
+    role: str = ""
+    model_id: str = ""
+    status: str = ""
+
+    @classmethod
+    def from_query(cls, query) -> CallFilters:
+        status = query.get("status", "").strip()
+        return cls(
+            role=query.get("role", "").strip()[:60],
+            model_id=query.get("model", "").strip()[:100],
+            status=status if status in ModelCall.Status.values else "",
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.role or self.model_id or self.status)
+
+    def as_query(self) -> dict[str, str]:
+        return {
+            key: value
+            for key, value in (("role", self.role), ("model", self.model_id), ("status", self.status))
+            if value
+        }
+
+
+@dataclass(frozen=True)
+class CallTotals:
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    cost: Decimal
+    unpriced: int
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cached_input_tokens
+
+
+def model_calls(filters: CallFilters) -> QuerySet[ModelCall]:
+    calls = ModelCall.objects.all()
+    if filters.role:
+        calls = calls.filter(role=filters.role)
+    if filters.model_id:
+        calls = calls.filter(model_id=filters.model_id)
+    if filters.status:
+        calls = calls.filter(status=filters.status)
+    return calls.order_by("-started_at", "-id")
+
+
+def model_call_totals(calls: QuerySet[ModelCall]) -> CallTotals:
+    """One query: counts, token sums and the cost of the priced calls."""
+    row = calls.aggregate(
+        n_calls=Count("id"),
+        sum_input=Sum("input_tokens", default=0),
+        sum_output=Sum("output_tokens", default=0),
+        sum_cached=Sum("cached_input_tokens", default=0),
+        sum_cost=Sum("cost", default=Decimal(0)),
+        n_unpriced=Count("id", filter=Q(cost__isnull=True, status=ModelCall.Status.SUCCEEDED)),
+    )
+    return CallTotals(
+        calls=row["n_calls"],
+        input_tokens=row["sum_input"],
+        output_tokens=row["sum_output"],
+        cached_input_tokens=row["sum_cached"],
+        cost=row["sum_cost"],
+        unpriced=row["n_unpriced"],
+    )
+
+
+def model_call_choices() -> tuple[list[str], list[str]]:
+    """The roles and model ids seen in the ledger, for the filter menus (two queries)."""
+    roles = list(ModelCall.objects.order_by("role").values_list("role", flat=True).distinct())
+    model_ids = list(ModelCall.objects.order_by("model_id").values_list("model_id", flat=True).distinct())
+    return roles, model_ids
+
+
+@dataclass(frozen=True)
+class CallPage:
+    calls: list[ModelCall]
+    number: int
+    pages: int
+    totals: CallTotals
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.pages
+
+
+def model_call_page(filters: CallFilters, page: str | int | None) -> CallPage:
+    """One page of calls, newest first, with the totals of everything the filters match (two queries)."""
+    calls = model_calls(filters)
+    totals = model_call_totals(calls)
+    pages = max(1, -(-totals.calls // PAGE_SIZE))
+    try:
+        number = min(max(1, int(page or 1)), pages)
+    except (TypeError, ValueError):
+        number = 1
+    offset = (number - 1) * PAGE_SIZE
+    # Replies can be long: the page reads only their head (one character more, to know when to show "…").
+    rows = calls.defer("response_text").annotate(reply_head=Left("response_text", REPLY_HEAD_CHARS + 1))
+    return CallPage(list(rows[offset : offset + PAGE_SIZE]), number, pages, totals)

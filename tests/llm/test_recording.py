@@ -5,10 +5,15 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from llm.core import ModelRequest, ModelTimeout, ScriptedChatModel, ScriptExhausted, Usage
+from llm.core import ModelRequest, ModelResponse, ModelTimeout, ScriptedChatModel, ScriptExhausted, Usage
 from llm.models import ModelCall
 from llm.recording import RecordedChatModel
-from llm.services import model_call_note_rejected_output, model_call_start, request_digest
+from llm.services import (
+    model_call_note_rejected_output,
+    model_call_start,
+    model_call_succeed,
+    request_digest,
+)
 
 from .factories import a_request, recorded_call
 
@@ -115,9 +120,6 @@ def test_a_late_reply_to_an_abandoned_call_is_still_recorded():
 
 
 def recorded_finish(call):
-    from llm.core import ModelResponse
-    from llm.services import model_call_succeed
-
     return model_call_succeed(call=call, response=ModelResponse(text="late", usage=Usage(1, 1, 0)))
 
 

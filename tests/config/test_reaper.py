@@ -1,0 +1,92 @@
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.models import AuditEvent
+from config.celery import app
+from config.reaper import reap_stuck_work, register_stuck_work, registered_stuck_work, stuck_work_reap
+from llm.models import ModelCall
+from tests.llm.factories import recorded_call
+
+pytestmark = pytest.mark.django_db
+
+STUCK_AFTER = timedelta(seconds=settings.WAYMARK_STUCK_AFTER_SECONDS)
+
+
+def running_since(age: timedelta) -> ModelCall:
+    return recorded_call(outcome="running", started_at=timezone.now() - age)
+
+
+def test_the_task_abandons_only_calls_running_longer_than_the_limit():
+    stuck = running_since(STUCK_AFTER + timedelta(minutes=5))
+    young = running_since(STUCK_AFTER - timedelta(minutes=5))
+    old_but_done = recorded_call(outcome="succeeded", started_at=timezone.now() - STUCK_AFTER * 3)
+    old_failed = recorded_call(outcome="failed", started_at=timezone.now() - STUCK_AFTER * 3)
+
+    reap_stuck_work.delay()
+
+    statuses = dict(ModelCall.objects.values_list("pk", "status"))
+    assert statuses == {
+        stuck.pk: "abandoned",
+        young.pk: "running",
+        old_but_done.pk: "succeeded",
+        old_failed.pk: "failed",
+    }
+
+
+def test_each_reaped_row_gets_a_system_audit_event():
+    stuck = running_since(STUCK_AFTER * 2)
+    assert stuck_work_reap() == {"llm.modelcall": 1}
+    event = AuditEvent.objects.get()
+    assert (event.verb, event.actor_label) == ("modelcall.reaped", "system")
+    assert (event.target_type, event.target_id) == ("llm.modelcall", str(stuck.pk))
+    assert event.before == {"status": "running"}
+    assert event.after["status"] == "abandoned"
+
+
+def test_reaping_again_changes_nothing_and_audits_nothing():
+    running_since(STUCK_AFTER * 2)
+    running_since(STUCK_AFTER * 4)
+    assert stuck_work_reap() == {"llm.modelcall": 2}
+    assert stuck_work_reap() == {"llm.modelcall": 0}
+    reap_stuck_work.delay()
+    assert ModelCall.objects.filter(status="abandoned").count() == 2
+    assert AuditEvent.objects.filter(verb="modelcall.reaped").count() == 2
+
+
+def test_the_limit_comes_from_settings(settings):
+    settings.WAYMARK_STUCK_AFTER_SECONDS = 60
+    call = running_since(timedelta(minutes=2))
+    stuck_work_reap()
+    call.refresh_from_db()
+    assert call.status == "abandoned"
+
+
+def test_modelcall_is_registered_by_its_app():
+    entry = next(e for e in registered_stuck_work() if e.model is ModelCall)
+    assert (entry.status_field, entry.running, entry.since_field, entry.stuck_status) == (
+        "status",
+        "running",
+        "started_at",
+        "abandoned",
+    )
+
+
+def test_registering_a_missing_field_fails_at_start_up():
+    from django.core.exceptions import FieldDoesNotExist
+
+    with pytest.raises(FieldDoesNotExist):
+        register_stuck_work(ModelCall, status_field="state", running="r", since_field="started_at", stuck_status="s")
+    with pytest.raises(ValueError, match="must differ"):
+        register_stuck_work(
+            ModelCall, status_field="status", running="running", since_field="started_at", stuck_status="running"
+        )
+
+
+def test_beat_runs_the_registered_task_every_minute():
+    entry = settings.CELERY_BEAT_SCHEDULE["reap-stuck-work"]
+    app.loader.import_default_modules()
+    assert entry["task"] in app.tasks
+    assert entry["schedule"] == timedelta(minutes=1)
