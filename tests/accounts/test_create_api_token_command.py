@@ -61,3 +61,36 @@ def test_bad_input_exits_2_with_a_one_line_reason_and_creates_nothing(capsys, vi
     assert len(err.strip().splitlines()) == 1
     assert not ApiToken.objects.exists()
     assert not AuditEvent.objects.exists()
+
+
+def _revoke(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        ManagementUtility(["manage.py", "revoke_api_token", *args]).execute()
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("form", ["prefix", "display", "plaintext"])
+def test_revoke_api_token_revokes_by_prefix_and_is_audited(capsys, viewer, make_token, form):
+    plaintext = make_token(viewer, "graphs:read")
+    prefix = plaintext.split("_")[1]
+    given = {"prefix": prefix, "display": f"wm_{prefix}_…", "plaintext": plaintext}[form]
+    status, out, err = _revoke(capsys, given)
+    assert (status, err) == (0, "")
+    assert "of vera revoked at" in out
+    assert api_token_authenticate(plaintext) is None
+    assert AuditEvent.objects.filter(verb="api_token.revoke").count() == 1
+    status, out, _ = _revoke(capsys, prefix)
+    assert status == 0 and "already revoked" in out
+    assert AuditEvent.objects.filter(verb="api_token.revoke").count() == 1
+
+
+def test_revoke_api_token_refuses_an_unknown_prefix(capsys, viewer, make_token):
+    make_token(viewer, "graphs:read")
+    status, out, err = _revoke(capsys, "wm_000000000000_x")
+    assert status == 2 and out == ""
+    assert "no token with prefix '000000000000'" in err
+    assert ApiToken.objects.get().revoked_at is None
