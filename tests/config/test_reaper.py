@@ -90,3 +90,33 @@ def test_beat_runs_the_registered_task_every_minute():
     app.loader.import_default_modules()
     assert entry["task"] in app.tasks
     assert entry["schedule"] == timedelta(minutes=1)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_row_locked_by_its_finishing_worker_is_left_for_the_next_run():
+    import threading
+
+    from django.db import connections, transaction
+
+    stuck = running_since(STUCK_AFTER * 2)
+    locked, release = threading.Event(), threading.Event()
+
+    def finishing_worker():
+        try:
+            with transaction.atomic():
+                ModelCall.objects.select_for_update().get(pk=stuck.pk)
+                locked.set()
+                release.wait(timeout=10)
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=finishing_worker)
+    worker.start()
+    try:
+        assert locked.wait(timeout=10)
+        assert stuck_work_reap() == {"llm.modelcall": 0}
+    finally:
+        release.set()
+        worker.join(timeout=10)
+    assert stuck_work_reap() == {"llm.modelcall": 1}
