@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 MAX_STEPS_PER_RUN = 2000
 MAX_TASK_CHARS = 20_000
@@ -20,7 +20,9 @@ TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
 Money = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class InputSchema(Schema):
+class InputSchema(BaseModel):
+    """Plain pydantic (no ninja attribute resolver): ingest validates thousands of these per batch."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -120,7 +122,7 @@ class RunFilterIn(Schema):
     limit: int = Field(50, ge=1, le=200)
 
 
-def inlined_json_schema(model: type[Schema]) -> dict[str, Any]:
+def inlined_json_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema with every `$ref` to its `$defs` replaced by the definition (for openapi_extra)."""
     schema = model.model_json_schema()
     definitions = schema.pop("$defs", {})
