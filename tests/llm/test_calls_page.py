@@ -171,3 +171,13 @@ def test_the_page_keeps_a_fixed_query_count(viewer, rows, django_assert_max_num_
     assert response.status_code == 200
     with django_assert_max_num_queries(7):
         assert client.get(URL).status_code == 200
+
+
+def test_the_admin_shows_the_ledger_read_only(admin_user):
+    admin_user.is_staff = admin_user.is_superuser = True
+    admin_user.save()
+    call = recorded_call()
+    client = logged_in(admin_user)
+    assert client.get(reverse("admin:llm_modelcall_changelist")).status_code == 200
+    assert client.get(reverse("admin:llm_modelcall_change", args=[call.pk])).status_code == 200
+    assert client.get(reverse("admin:llm_modelcall_add")).status_code == 403
