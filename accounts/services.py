@@ -202,3 +202,21 @@ def login_failure_record(*, username: str, ip: str) -> list[str]:
                 },
             )
     return locked
+
+
+def user_roles_set(*, actor: Actor, user: User, roles: list[Role]) -> list[str]:
+    """Give `user` exactly these roles (an empty list: read-only). Audited when something changes.
+    Returns the role names the user now holds."""
+    wanted = sorted({Role(role).value for role in roles})
+    with transaction.atomic(durable=True):
+        locked = User.objects.select_for_update().get(pk=user.pk)
+        role_names = [role.value for role in Role]
+        current = sorted(locked.groups.filter(name__in=role_names).values_list("name", flat=True))
+        if current != wanted:
+            locked.groups.remove(*Group.objects.filter(name__in=current))
+            locked.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in wanted])
+            audit_record(
+                actor=actor, verb="user.roles_set", target=locked, before={"roles": current}, after={"roles": wanted}
+            )
+    user.__dict__.pop("_role_names", None)
+    return wanted

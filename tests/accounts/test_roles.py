@@ -1,9 +1,11 @@
 import pytest
 from django.contrib.auth.models import Group
-from django.core.management import call_command
+from django.core.management import ManagementUtility, call_command
+from django.db import connections
 
+from accounts.models import AuditEvent
 from accounts.roles import SCOPES, Role, scopes_allowed_for
-from accounts.services import ensure_roles
+from accounts.services import Actor, ensure_roles, user_roles_set
 from tests.factories import user_with
 
 pytestmark = pytest.mark.django_db
@@ -48,3 +50,51 @@ def test_admins_and_superusers_may_grant_every_scope(admin_user):
 def test_an_inactive_user_may_grant_nothing(outsider):
     assert scopes_allowed_for(outsider) == []
     assert scopes_allowed_for(user_with(Role.ADMIN, is_active=False)) == []
+
+
+def _set_roles(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(connections, "close_all", lambda: None)  # keep the test's transaction open
+    try:
+        ManagementUtility(["manage.py", "set_roles", *args]).execute()
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_set_roles_gives_exactly_the_roles_listed_and_is_audited(capsys, monkeypatch, reviewer):
+    status, out, err = _set_roles(capsys, monkeypatch, "rita", "operator", "admin")
+    assert (status, err) == (0, "")
+    assert out.strip() == "rita: admin, operator"
+    assert sorted(reviewer.groups.values_list("name", flat=True)) == ["admin", "operator"]
+    event = AuditEvent.objects.get(verb="user.roles_set")
+    assert (event.before, event.after) == ({"roles": ["reviewer"]}, {"roles": ["admin", "operator"]})
+
+
+def test_set_roles_with_no_role_makes_a_user_read_only_and_a_repeat_changes_nothing(capsys, monkeypatch, operator):
+    assert _set_roles(capsys, monkeypatch, "otto")[1].strip() == "otto: no role (read-only)"
+    assert not operator.groups.exists()
+    assert _set_roles(capsys, monkeypatch, "otto")[0] == 0
+    assert AuditEvent.objects.filter(verb="user.roles_set").count() == 1
+
+
+def test_set_roles_keeps_groups_that_are_not_roles(viewer):
+    other = Group.objects.create(name="beta-testers")
+    viewer.groups.add(other)
+    assert user_roles_set(actor=Actor.system(), user=viewer, roles=[Role.REVIEWER]) == ["reviewer"]
+    assert sorted(viewer.groups.values_list("name", flat=True)) == ["beta-testers", "reviewer"]
+    assert viewer.is_reviewer
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [(["nobody", "reviewer"], "unknown user 'nobody'"), (["vera", "root"], "unknown role(s): root")],
+    ids=["unknown-user", "unknown-role"],
+)
+def test_set_roles_refuses_bad_input(capsys, monkeypatch, viewer, args, reason):
+    status, out, err = _set_roles(capsys, monkeypatch, *args)
+    assert (status, out) == (2, "")
+    assert reason in err and len(err.strip().splitlines()) == 1
+    assert not viewer.groups.exists()
+    assert not AuditEvent.objects.exists()
