@@ -1,1 +1,174 @@
-"""selectors of graphs."""
+"""Reads of graphs with a fixed number of queries: workspaces, revision refs and pages, parsed graphs and cards."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import Http404
+
+from graphs.core import Graph
+
+from . import cache
+from .models import Revision, Workspace
+
+GRAPH = Revision.Kind.GRAPH
+MAX_PAGE_SIZE = 200
+MIN_PREFIX = 4
+_HEX = re.compile(r"^[0-9a-f]+$")
+_CURSOR_PREFIX = "seq:"
+
+
+class InvalidRef(ValueError):
+    """A revision ref that is neither a seq number nor a hex digest prefix, or a prefix that is not unique."""
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+def workspaces_with_pointers() -> QuerySet[Workspace]:
+    """Every workspace with its active revision and its graph head (seq, digest), in one query."""
+    heads = Revision.objects.filter(workspace=OuterRef("pk"), kind=GRAPH).order_by("-seq")
+    return (
+        Workspace.objects.select_related("active_revision")
+        .defer("active_revision__document")
+        .annotate(head_seq=Subquery(heads.values("seq")[:1]), head_digest=Subquery(heads.values("digest")[:1]))
+        .order_by("slug")
+    )
+
+
+def workspace_by_slug(slug: str) -> Workspace:
+    workspace = (
+        Workspace.objects.select_related("active_revision").defer("active_revision__document").filter(slug=slug).first()
+    )
+    if workspace is None:
+        raise Http404(f"no workspace named {slug!r}")
+    return workspace
+
+
+def workspace_with_head(slug: str) -> Workspace:
+    workspace = workspaces_with_pointers().filter(slug=slug).first()
+    if workspace is None:
+        raise Http404(f"no workspace named {slug!r}")
+    return workspace
+
+
+def _summary(revision: Revision) -> dict[str, Any]:
+    return {
+        "id": revision.pk,
+        "seq": revision.seq,
+        "digest": revision.digest,
+        "parent_digest": revision.parent_digest,
+        "meta": revision.meta,
+        "created_at": revision.created_at,
+    }
+
+
+def resolve_revision(workspace: Workspace, ref: str | int, *, kind: str = GRAPH) -> Revision:
+    """A seq number, else a unique digest prefix (at least 4 hex characters). Http404 / InvalidRef otherwise."""
+    text = str(ref).strip().lower()
+    revisions = Revision.objects.filter(workspace=workspace, kind=kind)
+    if text.isdigit() and len(text) <= 9:
+        found = revisions.filter(seq=int(text)).first()
+        if found is not None:
+            return found
+    if not _HEX.match(text) or len(text) > 64:
+        raise InvalidRef(f"{ref!r} is neither a revision number nor a digest prefix")
+    if len(text) < MIN_PREFIX:
+        raise Http404(f"no revision {text} in workspace {workspace.slug!r}")
+    matches = list(revisions.filter(digest__startswith=text).order_by("-seq")[:50])
+    digests = {m.digest for m in matches}
+    if not matches:
+        raise Http404(f"no {kind} revision {text} in workspace {workspace.slug!r}")
+    if len(digests) > 1:
+        raise InvalidRef(f"the digest prefix {text!r} matches {len(digests)} revisions; give more characters")
+    return matches[0]
+
+
+def _is_exact(ref: str) -> bool:
+    return (ref.isdigit() and len(ref) <= 9) or (len(ref) == 64 and bool(_HEX.match(ref)))
+
+
+def revision_summary(workspace_id: int, slug: str, ref: str) -> dict[str, Any]:
+    """The summary of a graph revision by ref; exact refs are cached (immutable), prefixes are looked up each time."""
+    ref = str(ref).strip().lower()
+    if _is_exact(ref):
+        found = cache.get_ref(workspace_id, ref)
+        if found is not None:
+            return found
+    workspace = Workspace(pk=workspace_id, slug=slug)
+    summary = _summary(resolve_revision(workspace, ref))
+    if _is_exact(ref) and (not ref.isdigit() or summary["seq"] == int(ref)):
+        cache.set_ref(workspace_id, ref, summary)
+    return summary
+
+
+def workspace_card(slug: str) -> dict[str, Any]:
+    """{id, slug, title, task_description, active: summary | None} (cached per slug); Http404 for no workspace."""
+    card = cache.get_card(slug)
+    if card is not None:
+        return card
+    workspace = workspace_by_slug(slug)
+    active = workspace.active_revision
+    card = {
+        "id": workspace.pk,
+        "slug": workspace.slug,
+        "title": workspace.title,
+        "task_description": workspace.task_description,
+        "active": _summary(active) if active is not None else None,
+    }
+    cache.set_card(slug, card)
+    return card
+
+
+def graph_at(revision_id: int, digest: str) -> Graph:
+    """The parsed graph of a revision: one query the first time per digest per process, none after."""
+    return cache.graphs.get(digest, lambda: Revision.objects.values_list("document", flat=True).get(pk=revision_id))
+
+
+def graph_of(revision: Revision) -> Graph:
+    return graph_at(revision.pk, revision.digest)
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidCursor("the cursor is not one this API issued") from None
+    number = text.removeprefix(_CURSOR_PREFIX)
+    if not text.startswith(_CURSOR_PREFIX) or not number.isdigit():
+        raise InvalidCursor("the cursor is not one this API issued")
+    return int(number)
+
+
+@dataclass(frozen=True)
+class RevisionPage:
+    revisions: list[Revision]
+    next_cursor: str | None
+
+
+def revision_page(
+    workspace: Workspace, *, kind: str = GRAPH, cursor: str | None = None, limit: int = 50
+) -> RevisionPage:
+    """Newest first, without documents, in one query. InvalidCursor for a cursor we did not issue."""
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    rows = Revision.objects.filter(workspace=workspace, kind=kind).defer("document").order_by("-seq")
+    if cursor:
+        rows = rows.filter(seq__lt=decode_cursor(cursor))
+    found = list(rows[: limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    return RevisionPage(found, encode_cursor(found[-1].seq) if more else None)
+
+
+def revision_history(workspace: Workspace, *, kind: str = GRAPH, limit: int = 50) -> list[Revision]:
+    return list(Revision.objects.filter(workspace=workspace, kind=kind).defer("document").order_by("-seq")[:limit])

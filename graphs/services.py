@@ -1,1 +1,263 @@
-"""services of graphs."""
+"""Every write of graphs: workspaces, seeding, accepted revisions, transfer and the active pointer.
+
+Each service is one durable transaction that writes its audit event inside; the active-graph cache entry of a
+workspace is dropped on commit whenever its pointer moves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import validate_slug
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.services import Actor, audit_record
+from graphs.core import Diagnostic, Graph, GraphError, errors_in, skeleton
+
+from . import cache, revisions
+from .models import Revision, Workspace, default_vocabulary
+
+GRAPH = Revision.Kind.GRAPH
+VOCABULARY_KEYS = ("relations", "node_types", "attribute_fields")
+
+
+class ActiveRevisionMoved(Exception):
+    """The workspace's active revision is not the one the caller expected."""
+
+    def __init__(self, workspace: str, expected: int | None, actual: int | None) -> None:
+        self.workspace = workspace
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"the active revision of workspace {workspace!r} changed since it was read; reload and retry")
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A seeded workspace: its first graph revision and the warnings the hand-written graph produced."""
+
+    workspace: Workspace
+    revision: Revision
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def origin(self) -> str:
+        return self.revision.meta.get("origin", "")
+
+
+def normalize_vocabulary(vocabulary: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """{relations, node_types, attribute_fields}: missing keys take the defaults; types and relations upper-case."""
+    if vocabulary is None:
+        return default_vocabulary()
+    if not isinstance(vocabulary, Mapping):
+        raise ValueError("a vocabulary is an object with relations, node_types and attribute_fields")
+    unknown = sorted(set(vocabulary) - set(VOCABULARY_KEYS))
+    if unknown:
+        raise ValueError(f"unknown vocabulary keys: {', '.join(unknown)}")
+    for key, value in vocabulary.items():
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            raise ValueError(f"vocabulary {key} must be a list of strings")
+    probe = Graph(**{key: vocabulary.get(key) for key in VOCABULARY_KEYS})
+    return {key: list(getattr(probe, key)) for key in VOCABULARY_KEYS}
+
+
+def _clean_slug(slug: str) -> str:
+    slug = (slug or "").strip()
+    try:
+        validate_slug(slug)
+    except ValidationError:
+        raise ValueError(f"{slug!r} is not a valid workspace slug (letters, digits, hyphens and underscores)") from None
+    if len(slug) > 100:
+        raise ValueError("a workspace slug has at most 100 characters")
+    return slug
+
+
+def seed_graph(
+    graph: Mapping[str, Any] | str | os.PathLike[str] | None, vocabulary: Mapping[str, list[str]]
+) -> tuple[Graph, str, list[Diagnostic]]:
+    """(graph, origin, warnings): the skeleton, or a hand-written refiner-shape graph through `from_human`."""
+    if graph is None:
+        return skeleton(**vocabulary), "skeleton", []
+    loaded, warnings = Graph.from_human(graph, **vocabulary)
+    return loaded, "skeleton" if loaded.is_skeleton else "onboarded", warnings
+
+
+def _invalidate_on_commit(workspace: Workspace) -> None:
+    slug = workspace.slug
+    transaction.on_commit(lambda: cache.forget_active(slug))
+
+
+def _activate(workspace: Workspace, revision: Revision) -> None:
+    workspace.active_revision = revision
+    workspace.updated_at = timezone.now()
+    workspace.save(update_fields=["active_revision", "updated_at"])
+    _invalidate_on_commit(workspace)
+
+
+def _append_seed(*, actor: Actor, workspace: Workspace, graph: Graph, meta: dict[str, Any], activate: bool) -> Revision:
+    revision = revisions.append(workspace, GRAPH, graph.to_document(), expected_head=None, meta=meta)
+    audit_record(
+        actor=actor,
+        verb="graph_revision.seed",
+        target=revision,
+        after={"workspace": workspace.slug, "seq": revision.seq, "digest": revision.digest, "meta": meta},
+    )
+    if activate:
+        _activate(workspace, revision)
+    return revision
+
+
+def workspace_create(
+    *,
+    actor: Actor,
+    slug: str,
+    title: str = "",
+    task_description: str = "",
+    vocabulary: Mapping[str, Any] | None = None,
+    graph: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    seed: bool = True,
+    activate: bool = True,
+) -> Seeded | Workspace:
+    """Create a workspace; with `seed` (default) its graph chain starts with the skeleton or the hand-written graph.
+
+    Returns a `Seeded` when seeded, else the bare workspace. The seed becomes the active revision unless
+    `activate=False`. Raises ValueError (bad slug or vocabulary, or the slug is taken) or GraphError (a hand-written
+    graph that fails the structural checks); nothing is written then.
+    """
+    slug = _clean_slug(slug)
+    words = normalize_vocabulary(vocabulary)
+    if seed:
+        loaded, origin, warnings = seed_graph(graph, words)
+    elif graph is not None:
+        raise ValueError("a graph was given but seed=False")
+    try:
+        with transaction.atomic(durable=True):
+            workspace = Workspace.objects.create(
+                slug=slug, title=title.strip()[:200], task_description=task_description.strip(), vocabulary=words
+            )
+            audit_record(
+                actor=actor,
+                verb="workspace.create",
+                target=workspace,
+                after={"slug": slug, "title": workspace.title, "vocabulary": words},
+            )
+            if not seed:
+                return workspace
+            meta = {"origin": origin, "iteration": 0}
+            revision = _append_seed(actor=actor, workspace=workspace, graph=loaded, meta=meta, activate=activate)
+    except IntegrityError:
+        raise ValueError(f"a workspace named {slug!r} exists already") from None
+    return Seeded(workspace, revision, warnings)
+
+
+def graph_seed(
+    *,
+    actor: Actor,
+    workspace: Workspace,
+    graph: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    activate: bool = True,
+) -> Seeded:
+    """Seed the empty graph chain of an existing workspace; HeadMoved when it already has a graph."""
+    loaded, origin, warnings = seed_graph(graph, workspace.vocabulary or default_vocabulary())
+    with transaction.atomic(durable=True):
+        revision = _append_seed(
+            actor=actor, workspace=workspace, graph=loaded, meta={"origin": origin, "iteration": 0}, activate=activate
+        )
+    return Seeded(workspace, revision, warnings)
+
+
+def graph_transfer(*, actor: Actor, source: Workspace, target_slug: str, activate: bool = True) -> Revision | None:
+    """Copy the source's head graph into an empty target (created when missing) as revision 0.
+
+    Meta {origin: "transfer:<source>", source_ref, iteration: 0}. Rejection memory never travels. Returns None when
+    the source has no graph or the target already has one.
+    """
+    target_slug = _clean_slug(target_slug)
+    if target_slug == source.slug:
+        raise ValueError("a workspace cannot be transferred onto itself")
+    with transaction.atomic(durable=True):
+        source_head = revisions.head(source, GRAPH)
+        if source_head is None:
+            return None
+        target = Workspace.objects.select_for_update().filter(slug=target_slug).first()
+        if target is None:
+            target = Workspace.objects.create(
+                slug=target_slug,
+                title=source.title,
+                task_description=source.task_description,
+                vocabulary=source.vocabulary,
+            )
+            audit_record(
+                actor=actor,
+                verb="workspace.create",
+                target=target,
+                after={"slug": target.slug, "transferred_from": source.slug},
+            )
+        elif revisions.head(target, GRAPH) is not None:
+            return None
+        meta = {"origin": f"transfer:{source.slug}", "source_ref": source_head.digest, "iteration": 0}
+        graph = Graph.from_document(source_head.document)
+        return _append_seed(actor=actor, workspace=target, graph=graph, meta=meta, activate=activate)
+
+
+def graph_append_accepted(
+    *,
+    actor: Actor,
+    workspace: Workspace,
+    graph: Graph,
+    expected_head: str | None,
+    meta: Mapping[str, Any] | None = None,
+) -> Revision:
+    """Append a graph the evolution gate accepted (origin "accepted"); HeadMoved when `expected_head` is stale.
+
+    A graph with a structural error is refused (GraphError); the active pointer does not move (a review moves it).
+    """
+    failures = errors_in(graph.validate(cycle_policy="allow"))
+    if failures:
+        raise GraphError(failures, "an accepted graph must pass the structural checks")
+    stored_meta = {**dict(meta or {}), "origin": "accepted"}
+    with transaction.atomic(durable=True):
+        revision = revisions.append(
+            workspace, GRAPH, graph.to_document(), expected_head=expected_head, meta=stored_meta
+        )
+        audit_record(
+            actor=actor,
+            verb="graph_revision.append",
+            target=revision,
+            before={"head": expected_head},
+            after={"workspace": workspace.slug, "seq": revision.seq, "digest": revision.digest},
+        )
+    return revision
+
+
+def workspace_set_active_revision(
+    *, actor: Actor, workspace: Workspace, revision: Revision, expected_active_id: int | None
+) -> Workspace:
+    """Admins only (until reviews land): point agents at `revision`; ActiveRevisionMoved when the pointer moved.
+
+    The system actor (commands such as seed_demo: no user, no token) may too.
+    """
+    is_system = actor.user is None and actor.token is None
+    if not is_system and (actor.user is None or not actor.user.is_admin):
+        raise PermissionDenied("only an admin may set the active revision directly")
+    if revision.workspace_id != workspace.pk or revision.kind != GRAPH:
+        raise ValueError("the revision must be a graph revision of this workspace")
+    with transaction.atomic(durable=True):
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if locked.active_revision_id != expected_active_id:
+            raise ActiveRevisionMoved(locked.slug, expected_active_id, locked.active_revision_id)
+        before = locked.active_revision_id
+        if before != revision.pk:
+            _activate(locked, revision)
+            audit_record(
+                actor=actor,
+                verb="workspace.set_active_revision",
+                target=locked,
+                before={"active_revision": before},
+                after={"active_revision": revision.pk, "seq": revision.seq, "digest": revision.digest},
+            )
+    return locked

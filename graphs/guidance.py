@@ -1,0 +1,104 @@
+"""Step guidance for agents: the core Guide over a cached graph and cached serialized neighbourhoods.
+
+Raw modes never call a model. Generative modes call the configured ChatModel through the llm ledger (one recorded
+call, role "guidance", subject the workspace): the one model call Waymark makes inside a request (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graphs.core import Graph, GuidanceConfig, Guide, Step
+
+from . import cache, selectors
+
+GUIDANCE_ROLE = "guidance"
+
+
+class NoActiveGraph(LookupError):
+    """The workspace has no active revision and the request pinned none."""
+
+
+@dataclass(frozen=True)
+class GuidanceAnswer:
+    text: str
+    node_id: str | None
+    used_full_graph: bool
+    subgraph_digest: str | None
+    mode: str
+    revision: dict[str, Any]
+    context: str
+
+
+class CachedGuide(Guide):
+    """The core Guide whose serialized contexts come from the content-addressed cache (keyed by graph digest).
+
+    Overrides the core's `_context` hook only; localization, modes, degradation and the prompt stay the core's.
+    """
+
+    def __init__(self, graph: Graph, digest: str, **options: Any) -> None:
+        super().__init__(graph, **options)
+        self.digest = digest
+
+    def _context(self, node_id: str | None) -> tuple[str, str | None, bool]:
+        full = self.config.mode.endswith("_full") or node_id is None
+        context, subgraph = cache.serialized_context(
+            self.graph, self.digest, None if full else node_id, self.config.hops, self.config.include_relations
+        )
+        return context, subgraph, full
+
+
+def guidance_model(workspace_id: int):
+    """The workspace's ChatModel, recorded in the ledger (the configured model: Anthropic, else the scripted demo)."""
+    from llm.factory import get_recorded_chat_model
+
+    return get_recorded_chat_model(GUIDANCE_ROLE, subject=("graphs.workspace", workspace_id))
+
+
+def workspace_guidance(
+    *,
+    slug: str,
+    query: str,
+    steps: Sequence[Step],
+    mode: str = "generative_subgraph",
+    hops: int = 2,
+    window: int = 3,
+    revision: str | None = None,
+    include_relations: bool = True,
+    model: Any = None,
+) -> GuidanceAnswer:
+    """Guidance for an agent at the end of `steps`, over the active graph or the pinned `revision` (seq or digest).
+
+    Http404 for an unknown workspace or revision, NoActiveGraph when nothing is active and nothing pinned,
+    selectors.InvalidRef for a malformed or ambiguous ref, ValueError for a bad mode/hops/window.
+    """
+    card = selectors.workspace_card(slug)
+    if revision is not None and str(revision).strip():
+        summary = selectors.revision_summary(card["id"], slug, str(revision))
+    elif card["active"] is not None:
+        summary = card["active"]
+    else:
+        raise NoActiveGraph(f"workspace {slug!r} has no active graph; pin a revision or activate one")
+    config = GuidanceConfig(
+        hops=hops,
+        window=window,
+        mode=mode,
+        include_relations=include_relations,
+        task_description=card["task_description"] or GuidanceConfig.task_description,
+    )
+    graph = selectors.graph_at(summary["id"], summary["digest"])
+    if mode.startswith("generative") and model is None:
+        model = guidance_model(card["id"])
+    guide = CachedGuide(graph, summary["digest"], model=model, config=config)
+    result = guide.guidance(query, list(steps))
+    return GuidanceAnswer(
+        text=result.text,
+        node_id=result.node_id,
+        used_full_graph=result.used_full_graph,
+        subgraph_digest=result.subgraph_digest,
+        mode=result.mode,
+        revision={"seq": summary["seq"], "digest": summary["digest"]},
+        context=result.context,
+    )
