@@ -19,6 +19,7 @@ from django.db import transaction
 from accounts.models import ApiToken, User
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create, audit_record
+from trajectories.demo import seed_demo_runs
 
 DEMO_PASSWORD = "waymark-demo"
 DEMO_TOKEN_NAME = "demo-agent"
@@ -47,7 +48,7 @@ DEMO_USERS = (
     DemoUser("rita", (Role.REVIEWER,), description="reviewer"),
     DemoUser("rob", (Role.REVIEWER,), description="reviewer"),
     DemoUser("otto", (Role.OPERATOR,), description="operator"),
-    DemoUser("vera", (), description="read-only (no role)"),
+    DemoUser("vera", (), description="read-only, no role"),
 )
 
 
@@ -132,10 +133,8 @@ def seed_agent_token(ctx: SeedContext) -> str:
 
 def seed_runs(ctx: SeedContext) -> str:
     """A few dozen runs of a customer-support agent, pushed as the demo agent."""
-    from trajectories.demo import seed_demo_runs
-
     result = seed_demo_runs(actor=ctx.agent_actor or ctx.actor)
-    return f"runs: {result if result is not None else 'seeded'}"
+    return f"runs: {len(result.created_ids)} created, {len(result.existing_ids)} already there"
 
 
 SeedStep = Callable[[SeedContext], str]

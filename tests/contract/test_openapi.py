@@ -1,0 +1,117 @@
+"""The API keeps its OpenAPI contract: schemathesis fuzzes every operation of /api/v1/openapi.json in-process.
+
+Each operation becomes its own test item, so operations added later are covered without touching this file.
+Every request carries a token with every scope; the checks are: no 5xx, every status documented, the content type
+and the body match what the operation declares.
+"""
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from accounts.roles import SCOPES
+from config.wsgi import application
+
+OPENAPI_PATH = "/api/v1/openapi.json"
+METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "generation": {"max-examples": 25, "no-shrink": True},
+        "phases": {"coverage": {"enabled": False}, "stateful": {"enabled": False}},
+    }
+)
+schema = schemathesis.openapi.from_wsgi(OPENAPI_PATH, application, config=CONFIG)
+
+
+@pytest.fixture
+def every_scope_token(make_token, operator):
+    return make_token(operator, *SCOPES)
+
+
+@pytest.fixture
+def keep_test_connection():
+    """Calling the WSGI application fires request_started/finished, whose handler closes the database connection
+    and with it the test's transaction; Django's test Client disconnects it the same way."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+def test_every_operation_keeps_its_contract(case, every_scope_token, keep_test_connection):
+    case.call_and_validate(headers={"Authorization": f"Bearer {every_scope_token}"}, checks=CHECKS)
+
+
+# --- the document itself ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def document(client, db):
+    response = client.get(OPENAPI_PATH)
+    assert response.status_code == 200
+    return response.json()
+
+
+def _operations(document):
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield f"{method.upper()} {path}", operation, item.get("parameters", [])
+
+
+def _takes_input(operation, path_parameters) -> bool:
+    return bool(operation.get("requestBody") or operation.get("parameters") or path_parameters)
+
+
+def test_the_openapi_document_loads_with_operations(document):
+    assert document["openapi"].startswith("3.")
+    assert document["info"]["title"] == "Waymark API"
+    assert list(_operations(document)), "the API has no operations"
+
+
+def test_every_authenticated_operation_declares_401(document):
+    missing = [
+        label
+        for label, operation, _ in _operations(document)
+        if operation.get("security", document.get("security")) and "401" not in operation["responses"]
+    ]
+    assert not missing, f"operations that take a token but do not declare 401: {missing}"
+
+
+def test_every_operation_taking_input_declares_422(document):
+    missing = [
+        label
+        for label, operation, path_parameters in _operations(document)
+        if _takes_input(operation, path_parameters) and "422" not in operation["responses"]
+    ]
+    assert not missing, f"operations that take input but do not declare 422: {missing}"
+
+
+def test_every_declared_error_answers_with_the_error_schema(document):
+    wrong = []
+    for label, operation, _ in _operations(document):
+        for status, response in operation["responses"].items():
+            if not status.startswith(("4", "5")):
+                continue
+            body = response.get("content", {}).get("application/json", {}).get("schema", {})
+            if body.get("$ref") != "#/components/schemas/Error":
+                wrong.append(f"{label} {status}")
+    assert not wrong, f"error responses not using the Error schema: {wrong}"
