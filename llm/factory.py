@@ -32,3 +32,31 @@ def get_chat_model() -> ChatModel:
 def get_recorded_chat_model(role: str | None = None, *, subject: Subject = None) -> RecordedChatModel:
     """The configured model with every call recorded in the ModelCall ledger."""
     return RecordedChatModel(get_chat_model(), role, subject=subject)
+
+
+def chat_model_from_spec(spec: str) -> ChatModel:
+    """A model named on a command line: `anthropic:MODEL_ID` or `scripted:FILE` (JSON array of strings, or JSONL).
+
+    ValueError ("unsupported model" for any other scheme) names what is wrong; nothing is called.
+    """
+    scheme, _, value = (spec or "").partition(":")
+    value = value.strip()
+    if scheme == "anthropic" and value:
+        if not settings.ANTHROPIC_API_KEY:
+            raise ValueError("anthropic models need ANTHROPIC_API_KEY to be set")
+        from .adapters.anthropic import AnthropicChatModel
+
+        return AnthropicChatModel(
+            model_id=value,
+            api_key=settings.ANTHROPIC_API_KEY,
+            timeout=settings.WAYMARK_MODEL_TIMEOUT,
+            max_retries=settings.WAYMARK_MODEL_RETRIES,
+        )
+    if scheme == "scripted" and value:
+        from llm.core import ScriptedChatModel
+
+        try:
+            return ScriptedChatModel.from_file(value)
+        except OSError as error:
+            raise ValueError(f"cannot read the script {value}: {error.strerror or error}") from None
+    raise ValueError(f"unsupported model {spec!r}: use anthropic:MODEL_ID or scripted:FILE")

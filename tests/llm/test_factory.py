@@ -3,7 +3,7 @@ import pytest
 from llm.adapters.anthropic import AnthropicChatModel
 from llm.core import ModelRequest, ScriptedChatModel
 from llm.demo import DEMO_MODEL_ID, DEMO_REPLIES
-from llm.factory import get_chat_model, get_recorded_chat_model
+from llm.factory import chat_model_from_spec, get_chat_model, get_recorded_chat_model
 from llm.models import ModelCall
 
 
@@ -44,3 +44,40 @@ def test_the_recorded_model_writes_the_ledger(settings):
         "scripted",
         "succeeded",
     )
+
+
+def test_a_scripted_spec_reads_its_file(tmp_path):
+    path = tmp_path / "replies.jsonl"
+    path.write_text('"first"\n"second"\n')
+    model = chat_model_from_spec(f"scripted:{path}")
+    request = ModelRequest(role="refiner", system="", parts=("q",), max_tokens=9)
+    assert [model.complete(request).text for _ in range(2)] == ["first", "second"]
+
+
+def test_an_anthropic_spec_names_its_model(settings):
+    settings.ANTHROPIC_API_KEY = "sk-test-not-used"
+    model = chat_model_from_spec("anthropic:claude-opus-4-6")
+    assert isinstance(model, AnthropicChatModel)
+    assert model.model_id == "claude-opus-4-6"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("openai:gpt-4o", "unsupported model"),
+        ("anthropic:", "unsupported model"),
+        ("", "unsupported model"),
+        ("claude-opus-4-6", "unsupported model"),
+        ("scripted:/nonexistent/replies.json", "cannot read the script"),
+    ],
+)
+def test_a_bad_spec_is_a_clear_value_error(spec, message, settings):
+    settings.ANTHROPIC_API_KEY = "sk-test-not-used"
+    with pytest.raises(ValueError, match=message):
+        chat_model_from_spec(spec)
+
+
+def test_an_anthropic_spec_needs_a_key(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
+        chat_model_from_spec("anthropic:claude-opus-4-6")
