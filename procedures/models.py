@@ -21,6 +21,7 @@ class Procedure(models.Model):
         "ProcedureVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     revision = models.PositiveIntegerField(default=0)
+    mined_through_run_id = models.BigIntegerField(default=0, help_text="the newest run the last mining considered")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

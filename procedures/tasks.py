@@ -1,1 +1,61 @@
-"""tasks of procedures."""
+"""Thin Celery tasks of procedures: ids in, re-fetch, return early when already done, call a service."""
+
+from celery import shared_task
+
+from accounts.services import Actor
+from config.celery import TRANSIENT_ERRORS
+
+from . import services
+from .models import ReplayRun
+
+RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
+
+
+@shared_task(name="procedures.replay_offline", ignore_result=True, **RETRY)
+def replay_offline(replay_id: int) -> None:
+    replay = ReplayRun.objects.filter(pk=replay_id).first()
+    if replay is not None:
+        services.replay_offline_run(replay=replay)
+
+
+@shared_task(name="procedures.replay_live_start", ignore_result=True, **RETRY)
+def replay_live_start(replay_id: int) -> None:
+    replay = ReplayRun.objects.filter(pk=replay_id).first()
+    if replay is not None:
+        services.replay_live_start(replay=replay)
+
+
+@shared_task(name="procedures.replay_live_settle", ignore_result=True, **RETRY)
+def replay_live_settle(replay_id: int) -> None:
+    replay = ReplayRun.objects.filter(pk=replay_id).first()
+    if replay is not None:
+        services.replay_live_settle(replay=replay)
+
+
+@shared_task(name="procedures.settle_overdue_replays", ignore_result=True)
+def settle_overdue_replays() -> int:
+    """Celery beat, every minute: live replays past their deadline are finished with what was answered."""
+    overdue = services.overdue_live_replays()
+    for replay_id in overdue:
+        replay_live_settle.delay(replay_id)
+    return len(overdue)
+
+
+@shared_task(name="procedures.mine_new_runs", ignore_result=True)
+def mine_new_runs() -> list[str]:
+    """Celery beat: mine each intent again once WAYMARK_MINE_MIN_NEW_RUNS new successful runs arrived."""
+    mined = []
+    for key in services.intents_due_for_mining():
+        try:
+            services.procedure_mine(actor=Actor.system(), intent=key)
+        except services.MiningError:
+            continue
+        mined.append(key)
+    return mined
+
+
+def on_replay_job_answered(job_id: int, subject: str) -> None:
+    """trajectories.jobs callback (after commit): see whether the live replay the job belongs to is complete."""
+    prefix = "procedures.replayrun:"
+    if subject.startswith(prefix) and subject[len(prefix) :].isdigit():
+        replay_live_settle.delay(int(subject[len(prefix) :]))

@@ -147,9 +147,12 @@ CELERY_TASK_TIME_LIMIT = env_int("WAYMARK_TASK_TIME_LIMIT", 15 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("WAYMARK_TASK_SOFT_TIME_LIMIT", 14 * 60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("WAYMARK_TASKS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_IMPORTS = ("config.reaper",)
+CELERY_IMPORTS = ("config.reaper", "trajectories.jobs")
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-work": {"task": "config.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
+    "reap-job-leases": {"task": "trajectories.jobs.reap_job_leases", "schedule": timedelta(minutes=1)},
+    "settle-overdue-replays": {"task": "procedures.settle_overdue_replays", "schedule": timedelta(minutes=1)},
+    "mine-new-runs": {"task": "procedures.mine_new_runs", "schedule": timedelta(minutes=10)},
 }
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
@@ -162,6 +165,9 @@ WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
 WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAYMARK_INGEST_MAX_BYTES + 1024 * 1024
 WAYMARK_REDACT_PATTERNS = env_list("WAYMARK_REDACT_PATTERNS")
+WAYMARK_MINE_MIN_NEW_RUNS = env_int("WAYMARK_MINE_MIN_NEW_RUNS", 10)
+WAYMARK_LIVE_REPLAY = env_bool("WAYMARK_LIVE_REPLAY", False)
+WAYMARK_LIVE_REPLAY_SECONDS = env_int("WAYMARK_LIVE_REPLAY_SECONDS", 15 * 60)
 
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-5")

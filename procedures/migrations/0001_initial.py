@@ -21,6 +21,7 @@ class Migration(migrations.Migration):
                 ('intent', models.CharField(help_text='the normalized intent key', max_length=200, unique=True)),
                 ('title', models.CharField(max_length=200)),
                 ('revision', models.PositiveIntegerField(default=0)),
+                ('mined_through_run_id', models.BigIntegerField(default=0, help_text='the newest run the last mining considered')),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
             ],

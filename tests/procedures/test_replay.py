@@ -1,0 +1,118 @@
+"""Offline replay, the gate, version statuses, immutability and the admin-only audited activation."""
+
+import pytest
+
+from accounts.models import AuditEvent
+from accounts.services import Actor
+from procedures import services
+from procedures.models import (
+    ImmutableVersionError,
+    Procedure,
+    ProcedureVersion,
+    ReplayCase,
+    ReplayStatus,
+    VersionStatus,
+)
+from tests.trajectories.factories import ingest
+
+from .factories import REFUND, queued_replay, refund_run, refund_runs, stored_version
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def mined(operator, django_capture_on_commit_callbacks):
+    refund_runs(successes=10, failures=4)
+    with django_capture_on_commit_callbacks(execute=True):
+        return services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
+
+
+def test_mining_replays_the_candidate_offline_and_marks_it_ready(mined):
+    version = ProcedureVersion.objects.get(pk=mined.version.pk)
+    replay = version.replays.get()
+    assert replay.status == ReplayStatus.DONE and replay.mode == "offline"
+    assert replay.compared_with is None
+    assert replay.held_out_run_ids == version.held_out_run_ids
+    assert replay.gate_report["passed"] is True
+    assert replay.metrics["candidate"]["task_success"] == 0.75  # 3 held-out successes follow it, 1 failure
+    assert replay.metrics["active"] is None
+    assert len(replay.report["counterexamples"]) == 0
+    assert ReplayCase.objects.filter(replay=replay, arm="candidate").count() == len(version.held_out_run_ids)
+    assert version.status == VersionStatus.READY
+    assert AuditEvent.objects.filter(verb="replay.finish", target_id=str(replay.pk)).exists()
+
+
+def test_a_regression_against_the_active_version_fails_the_gate(admin_user):
+    # Held-out successes that skip check_eligibility: the active two-step version passes them, the candidate not.
+    held_out = ingest(
+        *[refund_run() for _ in range(3)], refund_run("lookup_policy", "check_eligibility", "issue_refund")
+    )
+    procedure = Procedure.objects.create(intent="refund request", title=REFUND)
+    active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
+    services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+    candidate = stored_version(
+        procedure, "lookup_policy", "check_eligibility", "issue_refund", number=2, status=VersionStatus.CANDIDATE
+    )
+    replay = queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
+
+    replay = services.replay_offline_run(replay=replay)
+
+    assert replay.status == ReplayStatus.DONE
+    assert replay.gate_report["passed"] is False
+    failed = {check["metric"] for check in replay.gate_report["checks"] if not check["passed"]}
+    assert {"task_success", "regressions"} <= failed
+    assert sorted(replay.report["regressions"]) == sorted(held_out.created_ids[:3])
+    assert replay.metrics["active"]["task_success"] == 1.0 and replay.metrics["candidate"]["task_success"] == 0.25
+    regression_rows = ReplayCase.objects.filter(replay=replay, arm="candidate", result__regression=True)
+    assert regression_rows.count() == 3
+    assert ProcedureVersion.objects.get(pk=candidate.pk).status == VersionStatus.FAILED
+
+
+def test_a_replay_runs_once(mined):
+    replay = mined.version.replays.get()
+    again = services.replay_offline_run(replay=replay)
+    assert again.status == ReplayStatus.DONE
+    assert ReplayCase.objects.filter(replay=replay).count() == len(replay.held_out_run_ids)
+
+
+def test_a_version_refuses_content_changes(mined):
+    version = ProcedureVersion.objects.get(pk=mined.version.pk)
+    version.steps = [{"tool": "issue_refund", "arguments": {}}]
+    with pytest.raises(ImmutableVersionError):
+        version.save()
+    with pytest.raises(ImmutableVersionError):
+        ProcedureVersion.objects.filter(pk=version.pk).update(steps=[])
+    assert ProcedureVersion.objects.get(pk=version.pk).tools == ["lookup_policy", "issue_refund"]
+
+
+def test_an_admin_activates_a_ready_version_and_the_revision_moves(mined, admin_user):
+    version = mined.version
+    procedure = services.procedure_activate(actor=Actor(user=admin_user), version=version, expected_revision=0)
+    assert procedure.active_version_id == version.pk and procedure.revision == 1
+    assert ProcedureVersion.objects.get(pk=version.pk).status == VersionStatus.ACTIVE
+    event = AuditEvent.objects.get(verb="procedure.activate")
+    assert event.before == {"active_version": None, "revision": 0} and event.after["revision"] == 1
+
+
+def test_activation_with_a_stale_revision_is_a_conflict(mined, admin_user):
+    services.procedure_activate(actor=Actor(user=admin_user), version=mined.version, expected_revision=0)
+    with pytest.raises(services.RevisionConflict, match="changed meanwhile"):
+        services.procedure_activate(actor=Actor(user=admin_user), version=mined.version, expected_revision=0)
+
+
+def test_activating_retires_the_previous_version(mined, admin_user):
+    procedure = mined.version.procedure
+    services.procedure_activate(actor=Actor(user=admin_user), version=mined.version, expected_revision=0)
+    newer = stored_version(procedure, "lookup_policy", "confirm", "issue_refund", number=2)
+    services.procedure_activate(actor=Actor(user=admin_user), version=newer, expected_revision=1)
+    assert ProcedureVersion.objects.get(pk=mined.version.pk).status == VersionStatus.RETIRED
+    assert Procedure.objects.get(pk=procedure.pk).active_version_id == newer.pk
+
+
+def test_only_admins_activate_and_only_ready_versions(mined, operator, admin_user):
+    with pytest.raises(services.NotAllowed):
+        services.procedure_activate(actor=Actor(user=operator), version=mined.version, expected_revision=0)
+    failed = stored_version(mined.version.procedure, "x", number=2, status=VersionStatus.FAILED)
+    with pytest.raises(services.NotActivatable):
+        services.procedure_activate(actor=Actor(user=admin_user), version=failed, expected_revision=0)
+    assert Procedure.objects.get().active_version_id is None

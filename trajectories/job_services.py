@@ -1,0 +1,215 @@
+"""Every write on evaluation jobs (trajectories.jobs): create, claim with a lease, answer with a run, reap.
+
+* `jobs_create` runs inside the caller's transaction (like audit_record), so an owning app creates its jobs in the
+  same transaction as the evaluation they belong to.
+* `job_claim` leases the oldest claimable job of a kind: queued, or leased with a lease that ran out; never one past
+  its deadline. PostgreSQL skips rows other claimers hold (SELECT … FOR UPDATE SKIP LOCKED); every database also
+  re-checks the status in a conditional update, so two claimers never get the same lease.
+* `job_complete` stores the answered run through trajectories.services.run_ingest_batch (same validation, all or
+  nothing) under a fixed identity (source "waymark-evaluation", external_id "job-<id>"): posting a result twice
+  stores one run and counts one answer.
+* `jobs_reap` returns expired leases to the queue and expires jobs past their deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.services import Actor, audit_record
+
+from .jobs import job_kind
+from .models import Job, JobStatus
+from .services import IngestInvalid, run_ingest_batch, validate_ingest_items
+
+RESULT_SOURCE = "waymark-evaluation"
+MAX_LEASE_SECONDS = 3600
+REAP_BATCH = 500
+
+
+class JobClosed(Exception):
+    """The job can no longer be answered (expired) or was never claimed."""
+
+
+@dataclass(frozen=True)
+class JobAnswer:
+    job: Job
+    run_id: int
+    counted: bool  # False when the job had been answered already (the repeat is not counted again)
+
+
+def result_external_id(job: Job) -> str:
+    return f"job-{job.pk}"
+
+
+def jobs_create(
+    *, kind: str, subject: str, payloads: Sequence[dict[str, Any]], deadline: datetime | None = None
+) -> list[Job]:
+    """Queue one job per payload. Must run inside the caller's transaction (which audits the evaluation)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("jobs_create must run inside the transaction of the evaluation it belongs to")
+    if job_kind(kind) is None:
+        raise ValueError(f"unknown job kind {kind!r}: register it with trajectories.jobs.register_job_kind")
+    return Job.objects.bulk_create(
+        [Job(kind=kind, subject=subject, payload=payload, deadline=deadline) for payload in payloads]
+    )
+
+
+def _claimable(kind: str, now: datetime):
+    waiting = Q(status=JobStatus.QUEUED) | Q(status=JobStatus.LEASED, lease_expires_at__lt=now)
+    return Job.objects.filter(waiting, kind=kind).filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
+
+
+def job_claim(*, actor: Actor, kind: str, worker: str, lease_seconds: int, now: datetime | None = None) -> Job | None:
+    """Lease the oldest claimable job of `kind` to `worker` for `lease_seconds`; None when there is none."""
+    if not 1 <= lease_seconds <= MAX_LEASE_SECONDS:
+        raise ValueError(f"lease_seconds must be between 1 and {MAX_LEASE_SECONDS}")
+    worker = (worker or "").strip()[:200] or actor.label[:200]
+    now = now or timezone.now()
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic(durable=True):
+        for _ in range(5):
+            rows = _claimable(kind, now).order_by("id")
+            rows = rows.select_for_update(skip_locked=True) if skip_locked else rows.select_for_update()
+            job = rows.first()
+            if job is None:
+                return None
+            before = {"status": job.status, "lease_owner": job.lease_owner}
+            expires = now + timedelta(seconds=lease_seconds)
+            taken = (
+                _claimable(kind, now)
+                .filter(pk=job.pk, status=job.status)
+                .update(
+                    status=JobStatus.LEASED, lease_owner=worker, lease_expires_at=expires, attempts=job.attempts + 1
+                )
+            )
+            if not taken:
+                continue
+            job.refresh_from_db()
+            audit_record(
+                actor=actor,
+                verb="job.claim",
+                target=job,
+                before=before,
+                after={"status": job.status, "lease_owner": worker, "lease_expires_at": expires.isoformat()},
+            )
+            return job
+    return None
+
+
+def _one_run(job: Job, run_items: Any) -> list[dict[str, Any]]:
+    if not isinstance(run_items, list | tuple) or len(run_items) != 1 or not isinstance(run_items[0], dict):
+        raise IngestInvalid([{"loc": ["runs"], "msg": "a job is answered with exactly one run", "type": "too_long"}])
+    item = dict(run_items[0])
+    metadata = item.get("metadata")
+    item["source"] = RESULT_SOURCE
+    item["external_id"] = result_external_id(job)
+    item["metadata"] = {
+        **(metadata if isinstance(metadata, dict) else {}),
+        "job": {"id": job.pk, "kind": job.kind, "subject": job.subject},
+    }
+    if not item.get("intent") and isinstance(job.payload.get("intent"), str):
+        item["intent"] = job.payload["intent"]
+    return [item]
+
+
+def _check_answerable(job: Job, now: datetime) -> None:
+    if job.status == JobStatus.EXPIRED or (job.deadline is not None and job.deadline <= now):
+        raise JobClosed(f"job {job.pk} is past its deadline and takes no more answers")
+    if job.attempts == 0:
+        raise JobClosed(f"job {job.pk} has not been claimed: claim it before answering")
+
+
+def job_complete(*, actor: Actor, job: Job, run_items: Any, now: datetime | None = None) -> JobAnswer:
+    """Answer `job` with one run in the ingest format. Bad input raises IngestInvalid and writes nothing; an
+    expired or unclaimed job raises JobClosed; a repeat of an answered job returns its run, `counted` False."""
+    now = now or timezone.now()
+    job = Job.objects.get(pk=job.pk)
+    if job.status == JobStatus.DONE:
+        return JobAnswer(job=job, run_id=job.result_run_id, counted=False)
+    _check_answerable(job, now)
+    items = _one_run(job, run_items)
+    validate_ingest_items(items)
+    ingested = run_ingest_batch(actor=actor, items=items)
+    run_id = (ingested.created_ids or ingested.existing_ids)[0]
+    with transaction.atomic(durable=True):
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.status == JobStatus.DONE:
+            return JobAnswer(job=locked, run_id=locked.result_run_id, counted=False)
+        _check_answerable(locked, now)
+        before = {"status": locked.status, "lease_owner": locked.lease_owner}
+        locked.status = JobStatus.DONE
+        locked.result_run_id = run_id
+        locked.finished_at = now
+        locked.save(update_fields=["status", "result_run", "finished_at"])
+        audit_record(
+            actor=actor, verb="job.answer", target=locked, before=before, after={"status": "done", "run": run_id}
+        )
+        kind = job_kind(locked.kind)
+        if kind is not None and kind.on_answered is not None:
+            callback = kind.on_answered
+            transaction.on_commit(lambda: callback(locked.pk, locked.subject))
+    return JobAnswer(job=locked, run_id=run_id, counted=True)
+
+
+def jobs_expire(*, subject: str, now: datetime | None = None) -> int:
+    """Expire the unanswered jobs of `subject`. Runs inside the caller's transaction (which audits the reason)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("jobs_expire must run inside the caller's transaction")
+    return Job.objects.filter(subject=subject, status__in=[JobStatus.QUEUED, JobStatus.LEASED]).update(
+        status=JobStatus.EXPIRED, finished_at=now or timezone.now()
+    )
+
+
+def jobs_reap(*, now: datetime | None = None) -> dict[str, int]:
+    """Leases that ran out go back to the queue; jobs past their deadline expire. One audit event per job."""
+    now = now or timezone.now()
+    counts = {"requeued": 0, "expired": 0}
+    subjects: dict[str, set[str]] = {}
+    with transaction.atomic(durable=True):
+        overdue = list(
+            Job.objects.select_for_update()
+            .filter(status__in=[JobStatus.QUEUED, JobStatus.LEASED], deadline__lte=now)
+            .order_by("id")[:REAP_BATCH]
+        )
+        for job in overdue:
+            audit_record(
+                actor=Actor.system(),
+                verb="job.expire",
+                target=job,
+                before={"status": job.status},
+                after={"status": "expired"},
+            )
+            subjects.setdefault(job.kind, set()).add(job.subject)
+        counts["expired"] = Job.objects.filter(pk__in=[job.pk for job in overdue]).update(
+            status=JobStatus.EXPIRED, finished_at=now
+        )
+        lapsed = list(
+            Job.objects.select_for_update()
+            .filter(status=JobStatus.LEASED, lease_expires_at__lt=now)
+            .order_by("id")[:REAP_BATCH]
+        )
+        for job in lapsed:
+            audit_record(
+                actor=Actor.system(),
+                verb="job.requeue",
+                target=job,
+                before={"status": "leased", "lease_owner": job.lease_owner},
+                after={"status": "queued"},
+            )
+        counts["requeued"] = Job.objects.filter(pk__in=[job.pk for job in lapsed]).update(
+            status=JobStatus.QUEUED, lease_owner="", lease_expires_at=None
+        )
+        for name, names in subjects.items():
+            kind = job_kind(name)
+            if kind is not None and kind.on_expired is not None:
+                callback = kind.on_expired
+                for subject in sorted(names):
+                    transaction.on_commit(lambda subject=subject, callback=callback: callback(0, subject))
+    return counts

@@ -1,0 +1,55 @@
+"""Evaluation jobs: work an agent claims over the API with a lease and answers with the run it produced.
+
+The mechanism is generic (procedure replay today, graph evaluation later). An owning app registers each job kind it
+creates with a callback that runs after a job of that kind is answered (on commit), typically enqueueing a task that
+checks whether the whole evaluation is complete:
+
+    register_job_kind("procedure_replay", on_answered=lambda job_id, subject: ...)
+
+Writes live in trajectories.job_services. Celery beat runs `reap_job_leases` every minute: leases that ran out return
+to the queue, jobs past their deadline expire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from celery import shared_task
+
+OnAnswered = Callable[[int, str], None]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    on_answered: OnAnswered | None = None
+    on_expired: OnAnswered | None = None
+
+
+_kinds: dict[str, JobKind] = {}
+
+
+def register_job_kind(name: str, *, on_answered: OnAnswered | None = None, on_expired: OnAnswered | None = None):
+    """Declare a job kind (from an AppConfig.ready()). Registering again replaces the callbacks."""
+    if not name or len(name) > 60:
+        raise ValueError("a job kind is a non-empty name of at most 60 characters")
+    kind = JobKind(name=name, on_answered=on_answered, on_expired=on_expired)
+    _kinds[name] = kind
+    return kind
+
+
+def job_kind(name: str) -> JobKind | None:
+    return _kinds.get(name)
+
+
+def registered_job_kinds() -> tuple[str, ...]:
+    return tuple(sorted(_kinds))
+
+
+@shared_task(name="trajectories.jobs.reap_job_leases", ignore_result=True)
+def reap_job_leases() -> dict[str, int]:
+    """Celery beat, every minute: expired leases back to the queue, overdue jobs expired."""
+    from .job_services import jobs_reap
+
+    return jobs_reap()
