@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 BENCH_DATABASE = "waymark_bench"
 RUNS_PER_BATCH = 500
 STEPS_PER_RUN = 6
-BATCHES = 4
+BATCHES = 5
 TOOLS = ["lookup_policy", "check_account", "issue_refund", "notify", "lookup_order", "cancel_order"]
 
 
@@ -168,20 +168,22 @@ def main() -> int:
 
     post(_batch("warm-api"))  # warm-up: imports, connection, caches
     _raw_insert(_batch("warm-raw"))
-    api_seconds = raw_seconds = 0.0
-    for number in range(BATCHES):
+    api_times, raw_times = [], []
+    for number in range(BATCHES):  # interleaved, so both paths see the same table sizes and machine load
         api_items, raw_items = _batch(f"api-{number}"), _batch(f"raw-{number}")
         started = time.perf_counter()
         post(api_items)
-        api_seconds += time.perf_counter() - started
+        api_times.append(time.perf_counter() - started)
         started = time.perf_counter()
         _raw_insert(raw_items)
-        raw_seconds += time.perf_counter() - started
+        raw_times.append(time.perf_counter() - started)
 
-    runs, steps = BATCHES * RUNS_PER_BATCH, BATCHES * RUNS_PER_BATCH * STEPS_PER_RUN
-    print(f"{BATCHES} batches of {RUNS_PER_BATCH} runs x {STEPS_PER_RUN} steps on PostgreSQL ({BENCH_DATABASE})")
-    print(f"ingest API       {runs / api_seconds:9.0f} runs/s {steps / api_seconds:9.0f} steps/s")
-    print(f"raw bulk_create  {runs / raw_seconds:9.0f} runs/s {steps / raw_seconds:9.0f} steps/s")
+    # Best batch of each path: the least disturbed by other processes on a shared machine.
+    api_seconds, raw_seconds = min(api_times), min(raw_times)
+    runs, steps = RUNS_PER_BATCH, RUNS_PER_BATCH * STEPS_PER_RUN
+    print(f"{BATCHES} batches of {RUNS_PER_BATCH} runs x {STEPS_PER_RUN} steps per path, PostgreSQL ({BENCH_DATABASE})")
+    print(f"ingest API       {runs / api_seconds:9.0f} runs/s {steps / api_seconds:9.0f} steps/s  (best batch)")
+    print(f"raw bulk_create  {runs / raw_seconds:9.0f} runs/s {steps / raw_seconds:9.0f} steps/s  (best batch)")
     ratio = raw_seconds / api_seconds
     print(f"ratio (API / raw): {ratio:.2f}  (aim >= 0.5: {'met' if ratio >= 0.5 else 'NOT met'})")
     return 0

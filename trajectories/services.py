@@ -118,6 +118,7 @@ def _step_rows(steps: list[StepIn], redactor: Redactor) -> list[Step]:
     for given, normal in zip(steps, normalize_steps(events), strict=True):
         rows.append(
             Step(
+                run_id=None,  # set once the run has its id; passing it skips a costly FK default lookup
                 ordinal=normal.ordinal,
                 tool=normal.tool,
                 action_family=_family(given.action_family) or normal.action_family,
