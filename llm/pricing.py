@@ -2,7 +2,8 @@
 
 A model missing from the table has no cost (None): the ledger shows "unpriced" rather than guess. Dated ids
 (`claude-haiku-4-5-20251001`) use the price of their undated alias. Cache writes are priced as plain input.
-Source: Anthropic's published pricing page; update this table when prices change.
+The figures follow Anthropic's public price list as we last read it; check them there and update this table
+when prices change (costs shown in Waymark are estimates from this table, not invoices).
 """
 
 from __future__ import annotations
