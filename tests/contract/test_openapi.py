@@ -105,6 +105,15 @@ def test_every_operation_taking_input_declares_422(document):
     assert not missing, f"operations that take input but do not declare 422: {missing}"
 
 
+def test_every_operation_taking_a_body_declares_400_for_malformed_json(document):
+    missing = [
+        label
+        for label, operation, _ in _operations(document)
+        if operation.get("requestBody") and "400" not in operation["responses"]
+    ]
+    assert not missing, f"operations that take a JSON body but do not declare 400: {missing}"
+
+
 def test_every_declared_error_answers_with_the_error_schema(document):
     wrong = []
     for label, operation, _ in _operations(document):
