@@ -106,6 +106,17 @@ def test_the_api_accepts_a_token_until_it_is_revoked_then_answers_401(viewer, ap
     assert api_client.get("/api/whoami", token=plaintext).status_code == 401
 
 
+def test_a_token_revoked_on_the_settings_page_gets_401_from_the_trajectories_api(viewer, api_client):
+    client = logged_in(viewer)
+    plaintext = PLAINTEXT.search(_create(client, "agent", "trajectories:read").content.decode()).group(0)
+    assert api_client.get("/api/v1/trajectories", token=plaintext).status_code == 200
+    token = ApiToken.objects.get()
+    client.post(f"/accounts/settings/tokens/{token.pk}/revoke/", {"csrfmiddlewaretoken": _csrf(client)})
+    response = api_client.get("/api/v1/trajectories", token=plaintext)
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthorized"
+
+
 @pytest.mark.urls("tests.accounts.api_urls")
 def test_the_api_answers_401_without_a_token_and_for_an_inactive_owner(viewer, api_client, make_token):
     plaintext = make_token(viewer, "trajectories:read")
