@@ -113,6 +113,9 @@ class Node:
     def __hash__(self) -> int:
         return hash((self.id, self.type, self.description, self.ref, canonical_json(self.meta) if self.meta else ""))
 
+    def __reduce__(self) -> tuple[Any, ...]:  # read-only mappings do not pickle; caches pickle graphs
+        return (Node, (self.id, self.type, self.description, self.ref, _thaw(self.meta)))
+
     def to_dict(self, *, extras: bool = True) -> dict[str, Any]:
         value: dict[str, Any] = {"id": self.id, "type": self.type, "description": self.description}
         if extras:
@@ -139,6 +142,9 @@ class Edge:
 
     def __hash__(self) -> int:
         return hash((self.key, tuple(sorted((k, v or "") for k, v in self.attributes.items()))))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Edge, (self.source, self.relation, self.target, dict(self.attributes)))
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -250,6 +256,10 @@ class Graph:
 
     def __hash__(self) -> int:
         return hash(self.digest)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = (self.relations, self.attribute_fields, self.node_types, _thaw(self.meta))
+        return (Graph, (tuple(self.nodes.values()), self.edges, *fields))
 
     def __repr__(self) -> str:
         return f"<Graph {len(self.nodes)} node(s), {len(self.edges)} edge(s) {self.digest[:12]}>"

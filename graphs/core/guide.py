@@ -125,6 +125,10 @@ class Guidance:
     usage: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     mode: str = "generative_subgraph"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = (self.text, self.node_id, self.subgraph_digest, self.used_full_graph, self.context)
+        return (Guidance, (*fields, dict(self.usage), self.mode))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,

@@ -1,6 +1,8 @@
+import copy
 import dataclasses
 import hashlib
 import json
+import pickle
 
 import pytest
 
@@ -85,6 +87,18 @@ def test_it_is_immutable():
 def test_it_fills_missing_attribute_fields_with_null():
     graph = Graph(nodes=sentinels(), edges=(Edge(START, "LEADS_TO", END, {"guidance": "go"}),))
     assert dict(graph.edges[0].attributes) == {"condition": None, "guidance": "go", "pitfalls": None}
+
+
+def test_a_graph_survives_pickling_for_caches():
+    graph = five_node_graph().with_nodes(
+        [Node(n.id, n.type, n.description, "ref", {"k": [1]}) for n in five_node_graph().nodes.values()]
+    )
+    graph = graph.with_meta(origin="accepted")
+    graph.neighborhood("search", 2)
+    copied = pickle.loads(pickle.dumps(graph))
+    assert copied == graph and copied.digest == graph.digest
+    assert copied.neighborhood("search", 2) == graph.neighborhood("search", 2)
+    assert copy.deepcopy(graph) == graph
 
 
 def test_equal_graphs_hash_alike_and_can_live_in_sets():

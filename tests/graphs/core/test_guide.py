@@ -1,3 +1,5 @@
+import pickle
+
 import pytest
 
 from graphs.core import (
@@ -257,3 +259,9 @@ def test_guidance_serializes_to_a_plain_dict():
         "usage": {},
         "mode": "raw_subgraph",
     }
+
+
+def test_guidance_survives_pickling():
+    model = ScriptedChatModel(["ok"])
+    result = Guide(five_node_graph(), model).guidance("q", [])
+    assert pickle.loads(pickle.dumps(result)) == result
