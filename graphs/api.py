@@ -98,7 +98,8 @@ def active_graph(request: HttpRequest, ws: str):
     if summary is None:
         raise ApiError(404, "no_active_graph", f"workspace {ws!r} has no active graph yet")
     if_none_match = request.headers.get("If-None-Match")
-    if if_none_match and (summary["digest"] in parse_etags(if_none_match) or if_none_match.strip() == "*"):
+    etag = f'"{summary["digest"]}"'
+    if if_none_match and ({etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
         return _active_headers(HttpResponse(status=304), summary)
     graph = selectors.graph_at(summary["id"], summary["digest"])
     body = {

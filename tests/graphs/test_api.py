@@ -1,0 +1,304 @@
+"""/api/v1/graphs: active graph with ETag/304, revisions, guidance (raw and generative), the admin pointer move."""
+
+import pytest
+
+from graphs.core import END, START, Edge, Graph, Node
+from graphs.models import Revision
+from llm.models import ModelCall
+from tests.graphs.factories import make_demo_workspace, make_empty_workspace, make_workspace
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/api/v1/graphs"
+DEMO = f"{BASE}/two-hop-qa"
+
+
+@pytest.fixture
+def reader(operator, make_token):
+    return make_token(operator, "graphs:read", "graphs:guide")
+
+
+@pytest.fixture
+def unscoped(viewer, make_token):
+    """A read-only teammate's token without the graphs scopes."""
+    return make_token(viewer, "trajectories:read")
+
+
+@pytest.fixture
+def outsider_token(make_token, django_user_model):
+    user = django_user_model.objects.create_user("gone", password="x")
+    token = make_token(user, "graphs:read", "graphs:guide")
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    return token
+
+
+@pytest.fixture
+def demo():
+    return make_demo_workspace()
+
+
+def assert_error(response, status, code=None):
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) == {"code", "message", "details"}
+    if code:
+        assert body["code"] == code
+    return body
+
+
+def active_rev(workspace):
+    workspace.refresh_from_db()
+    return workspace.active_revision
+
+
+# -- list ------------------------------------------------------------------------------------------------------------
+
+
+def test_it_lists_workspaces_with_their_active_revision_and_head(api_client, reader, demo):
+    make_empty_workspace("bare")
+    body = api_client.get(BASE, token=reader).json()
+    by_slug = {item["slug"]: item for item in body["items"]}
+    assert by_slug["bare"]["active"] is None and by_slug["bare"]["head"] is None
+    qa = by_slug["two-hop-qa"]
+    assert qa["active"]["seq"] == 1 and qa["head"] == {"seq": 1, "digest": qa["active"]["digest"]}
+    assert qa["active"]["meta"]["origin"] == "accepted"
+
+
+@pytest.mark.parametrize("path", ["", "/two-hop-qa/active", "/two-hop-qa/revisions", "/two-hop-qa/revisions/0"])
+def test_reads_refuse_a_missing_token_an_unscoped_token_and_an_outsider(
+    api_client, unscoped, outsider_token, demo, path
+):
+    assert_error(api_client.get(BASE + path), 401, "unauthorized")
+    assert_error(api_client.get(BASE + path, token=outsider_token), 401)
+    assert_error(api_client.get(BASE + path, token=unscoped), 403, "missing_scope")
+
+
+# -- active ----------------------------------------------------------------------------------------------------------
+
+
+def test_the_active_graph_carries_a_strong_etag_and_answers_304(api_client, reader, demo):
+    revision = active_rev(demo)
+    response = api_client.get(f"{DEMO}/active", token=reader)
+    assert response.status_code == 200
+    assert response["ETag"] == f'"{revision.digest}"'
+    assert response["X-Waymark-Revision"] == "1"
+    assert response["Cache-Control"] == "no-cache"
+    body = response.json()
+    assert (body["seq"], body["digest"], body["meta"]["origin"]) == (1, revision.digest, "accepted")
+    assert body["graph"] == Graph.from_document(revision.document).to_refiner_json()
+    again = api_client.get(f"{DEMO}/active", token=reader, **{"If-None-Match": response["ETag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again["ETag"] == response["ETag"]
+    stale = api_client.get(f"{DEMO}/active", token=reader, **{"If-None-Match": '"0000"'})
+    assert stale.status_code == 200
+
+
+def test_the_active_graph_follows_the_pointer_when_it_moves(
+    api_client, reader, demo, admin_user, make_token, django_capture_on_commit_callbacks
+):
+    first = api_client.get(f"{DEMO}/active", token=reader)
+    admin = make_token(admin_user, "reviews:judge")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        moved = api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "1"}, token=admin)
+    assert len(callbacks) == 1  # the cached card is dropped on commit
+    assert moved.status_code == 200, moved.content
+    second = api_client.get(f"{DEMO}/active", token=reader, **{"If-None-Match": first["ETag"]})
+    assert second.status_code == 200 and second.json()["seq"] == 0
+
+
+def test_no_active_graph_and_an_unknown_workspace_answer_404(api_client, reader):
+    make_empty_workspace("bare")
+    assert_error(api_client.get(f"{BASE}/bare/active", token=reader), 404, "no_active_graph")
+    assert_error(api_client.get(f"{BASE}/nope/active", token=reader), 404, "not_found")
+
+
+# -- revisions -------------------------------------------------------------------------------------------------------
+
+
+def test_revisions_come_in_cursor_pages_newest_first(api_client, reader, demo):
+    page = api_client.get(f"{DEMO}/revisions?limit=1", token=reader).json()
+    assert [r["seq"] for r in page["items"]] == [1]
+    rest = api_client.get(f"{DEMO}/revisions?limit=1&cursor={page['next_cursor']}", token=reader).json()
+    assert [r["seq"] for r in rest["items"]] == [0] and rest["next_cursor"] is None
+    assert_error(api_client.get(f"{DEMO}/revisions?cursor=bogus", token=reader), 400, "bad_cursor")
+    assert_error(api_client.get(f"{DEMO}/revisions?limit=0", token=reader), 422, "invalid")
+
+
+def test_a_revision_is_found_by_seq_by_digest_and_by_unique_prefix(api_client, reader, demo):
+    revision = Revision.objects.get(workspace=demo, seq=0)
+    for ref in ("0", revision.digest, revision.digest[:8]):
+        body = api_client.get(f"{DEMO}/revisions/{ref}", token=reader).json()
+        assert (body["seq"], body["digest"]) == (0, revision.digest)
+        assert [n["id"] for n in body["graph"]["nodes"]] == ["End", "Start"]
+    assert_error(api_client.get(f"{DEMO}/revisions/7", token=reader), 404)
+    assert_error(api_client.get(f"{DEMO}/revisions/zz-top", token=reader), 422, "invalid_revision")
+    assert_error(api_client.get(f"{BASE}/nope/revisions/0", token=reader), 404)
+
+
+# -- guidance --------------------------------------------------------------------------------------------------------
+
+
+def test_raw_guidance_localizes_on_the_last_action_and_never_calls_a_model(api_client, reader, demo):
+    payload = {"query": "Which country?", "steps": [{"action": "search", "args": {"q": "x"}}], "mode": "raw_subgraph"}
+    response = api_client.post(f"{DEMO}/guidance", payload, token=reader)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["node_id"] == "search" and body["used_full_graph"] is False and body["mode"] == "raw_subgraph"
+    assert body["text"].startswith("Active Cognitive Node: [search] (Type: ACTION)")
+    assert "[search] → [read]" in body["text"] and "[read] → [search]" in body["text"]
+    assert len(body["subgraph_digest"]) == 64
+    assert body["revision"] == active_rev(demo).digest
+    assert not ModelCall.objects.exists()
+
+
+def test_an_unknown_action_falls_back_to_the_full_graph(api_client, reader, demo):
+    payload = {"query": "q", "steps": [{"action": "browse"}], "mode": "raw_subgraph"}
+    body = api_client.post(f"{DEMO}/guidance", payload, token=reader).json()
+    assert body["node_id"] is None and body["used_full_graph"] is True and body["subgraph_digest"] is None
+    assert body["text"].startswith("Complete Procedural Graph: 5 nodes, 5 transitions")
+
+
+def test_a_pinned_revision_answers_from_that_graph(api_client, reader, demo):
+    skeleton_rev = Revision.objects.get(workspace=demo, seq=0)
+    for ref in ("0", skeleton_rev.digest):
+        payload = {"query": "q", "steps": [], "mode": "raw_subgraph", "revision": ref}
+        body = api_client.post(f"{DEMO}/guidance", payload, token=reader).json()
+        assert body["revision"] == skeleton_rev.digest and body["node_id"] == START
+        assert "[Start] → [End]" in body["text"]
+    missing = {"query": "q", "mode": "raw_subgraph", "revision": "9"}
+    assert_error(api_client.post(f"{DEMO}/guidance", missing, token=reader), 404)
+
+
+def test_generative_guidance_calls_the_model_once_and_records_it(api_client, reader, demo):
+    payload = {"query": "Who is Alice Martin?", "steps": [{"action": "search", "observation": "Alice Martin"}]}
+    response = api_client.post(f"{DEMO}/guidance", payload, token=reader)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["mode"] == "generative_subgraph" and body["text"].startswith("Demo guidance (scripted model)")
+    call = ModelCall.objects.get()
+    assert (call.role, call.status, call.subject_type, call.subject_id) == (
+        "guidance",
+        "succeeded",
+        "graphs.workspace",
+        str(demo.pk),
+    )
+    assert "two-hop question answering over a small corpus" in call.request_preview
+    assert "[search] → [read]" in call.request_preview
+
+
+def test_mode_none_returns_empty_text(api_client, reader, demo):
+    body = api_client.post(f"{DEMO}/guidance", {"mode": "none"}, token=reader).json()
+    assert body == {
+        "text": "",
+        "node_id": START,
+        "used_full_graph": False,
+        "subgraph_digest": None,
+        "mode": "none",
+        "revision": active_rev(demo).digest,
+    }
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"hops": 0},
+        {"hops": 7},
+        {"window": -1},
+        {"window": 51},
+        {"mode": "psychic"},
+        {"steps": [{"action": "search"}] * 501},
+        {"query": "x" * 8001},
+        {"steps": [{"action": ""}]},
+        {"steps": [{"action": "a", "colour": "red"}]},
+        {"surprise": True},
+        {"revision": "not a ref!"},
+    ],
+)
+def test_bad_guidance_input_answers_422(api_client, reader, demo, payload):
+    response = api_client.post(f"{DEMO}/guidance", {"mode": "raw_subgraph", **payload}, token=reader)
+    assert_error(response, 422)
+    assert not ModelCall.objects.exists()
+
+
+def test_guidance_refuses_outsiders_and_tokens_without_the_guide_scope(
+    api_client, outsider_token, demo, viewer, make_token
+):
+    read_only = make_token(viewer, "graphs:read")
+    assert_error(api_client.post(f"{DEMO}/guidance", {}), 401)
+    assert_error(api_client.post(f"{DEMO}/guidance", {}, token=outsider_token), 401)
+    assert_error(api_client.post(f"{DEMO}/guidance", {}, token=read_only), 403, "missing_scope")
+
+
+def test_guidance_without_an_active_graph_or_workspace_answers_404(api_client, reader):
+    make_empty_workspace("bare")
+    assert_error(api_client.post(f"{BASE}/bare/guidance", {"mode": "raw_subgraph"}, token=reader), 404)
+    assert_error(api_client.post(f"{BASE}/nope/guidance", {"mode": "raw_subgraph"}, token=reader), 404)
+
+
+def test_malformed_json_guidance_never_answers_500(api_client, reader, demo):
+    response = api_client.post(f"{DEMO}/guidance", raw=b"{nope", token=reader)
+    assert response.status_code in (400, 422)
+
+
+# -- moving the pointer (admin only until reviews land) --------------------------------------------------------------
+
+
+def test_a_stale_expected_active_revision_answers_409(api_client, demo, admin_user, make_token):
+    admin = make_token(admin_user, "reviews:judge")
+    body = assert_error(
+        api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "0"}, token=admin), 409, "conflict"
+    )
+    assert "changed" in body["message"]
+    assert active_rev(demo).seq == 1
+
+
+def test_only_admins_move_the_pointer(api_client, demo, reviewer, make_token):
+    token = make_token(reviewer, "reviews:judge")
+    response = api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "1"}, token=token)
+    assert_error(response, 403, "forbidden")
+    assert active_rev(demo).seq == 1
+    assert_error(api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "1"}), 401)
+    missing_field = api_client.post(f"{DEMO}/active", {"revision": "0"}, token=token)
+    assert_error(missing_field, 422)
+
+
+# -- query counts ----------------------------------------------------------------------------------------------------
+
+
+def big_graph(width: int) -> Graph:
+    nodes = [Node(START, "STATUS", "Task start"), Node(END, "STATUS", "Task end")]
+    nodes += [Node(f"t{i}", "ACTION", f"tool {i}") for i in range(width)]
+    edges = [Edge(START, "LEADS_TO", "t0", {"guidance": "begin"})]
+    edges += [Edge(f"t{i}", "LEADS_TO", f"t{i + 1}", {"guidance": "next"}) for i in range(width - 1)]
+    edges.append(Edge(f"t{width - 1}", "LEADS_TO", END, {"guidance": "stop"}))
+    return Graph(nodes=nodes, edges=tuple(edges))
+
+
+@pytest.mark.parametrize("size", [3, 300])
+def test_the_api_costs_a_fixed_number_of_queries(api_client, reader, django_assert_max_num_queries, size):
+    for n in range(size // 100 + 2):
+        make_workspace(f"ws{n}", graph=big_graph(size).to_refiner_json())
+    with django_assert_max_num_queries(3):  # token, last use, workspaces
+        assert api_client.get(BASE, token=reader).status_code == 200
+    with django_assert_max_num_queries(4):  # token, last use, card, document
+        assert api_client.get(f"{BASE}/ws0/active", token=reader).status_code == 200
+    with django_assert_max_num_queries(4):  # token, last use, workspace, revisions
+        assert api_client.get(f"{BASE}/ws0/revisions", token=reader).status_code == 200
+    payload = {"steps": [{"action": "t1"}], "mode": "raw_subgraph"}
+    with django_assert_max_num_queries(2):  # warm: the token only
+        assert api_client.post(f"{BASE}/ws0/guidance", payload, token=reader).status_code == 200
+        assert api_client.post(f"{BASE}/ws0/guidance", payload, token=reader).status_code == 200
+
+
+def test_generative_guidance_with_a_failing_model_answers_503(api_client, reader, demo, monkeypatch):
+    """A scripted model with no replies left stands for a provider that does not answer."""
+    from graphs import guidance
+    from llm.core import ScriptedChatModel
+    from llm.recording import RecordedChatModel
+
+    exhausted = RecordedChatModel(ScriptedChatModel([]), "guidance", subject=("graphs.workspace", demo.pk))
+    monkeypatch.setattr(guidance, "guidance_model", lambda workspace_id: exhausted)
+    response = api_client.post(f"{DEMO}/guidance", {"query": "q"}, token=reader)
+    assert_error(response, 503, "model_unavailable")
+    assert ModelCall.objects.get().status == "failed"
