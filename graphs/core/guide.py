@@ -189,7 +189,11 @@ class Guide:
         self.model_calls = 0
 
     def _context(self, node_id: str | None) -> tuple[str, str | None, bool]:
-        """(serialized context, neighbourhood digest or None, used_full_graph)."""
+        """(serialized context, neighbourhood digest or None, used_full_graph).
+
+        The one seam a host may override, for example to serve serialized contexts from a cache keyed by the graph
+        digest; localization, modes, degradation and the prompt stay the Guide's.
+        """
         include = self.config.include_relations
         if self.config.mode.endswith("_full") or node_id is None:
             return serialize_context(self.graph, None, include_relations=include), None, True

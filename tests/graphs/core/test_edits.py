@@ -274,3 +274,21 @@ def test_the_unified_diff_compares_graph_markdown():
     assert unified_diff(after, five_node_graph()) == ""
     named = unified_diff(before, after, fromfile="#0 abc", tofile="#1 def", context=0)
     assert named.startswith("--- #0 abc\n+++ #1 def\n")
+
+
+def test_edges_are_added_after_node_deletes_and_additions():
+    edits = EditSet(
+        delete_nodes=("answer",),
+        add_nodes=(Node("reply", "ACTION", "Reply"),),
+        add_edges=(edge("read", "reply"), edge("reply", END), edge("answer", END, "TRIGGERS")),
+    )
+    candidate, diagnostics = prepare_candidate(five_node_graph(), edits, cycle_policy="allow")
+    assert candidate is None
+    assert [(d.code, d.subject) for d in diagnostics] == [("missing_endpoint", "answer -TRIGGERS-> End")]
+    candidate, diagnostics = prepare_candidate(
+        five_node_graph(),
+        EditSet(delete_nodes=edits.delete_nodes, add_nodes=edits.add_nodes, add_edges=edits.add_edges[:2]),
+        cycle_policy="allow",
+    )
+    assert diagnostics == []
+    assert [e.target for e in candidate.successors("read")] == ["reply", "search"]

@@ -14,6 +14,7 @@ from graphs.core import (
     render_trajectory,
     serialize_context,
     serialize_full,
+    skeleton,
 )
 from graphs.core.guide import FULL_CONTEXT_DESC, FULL_SOURCE, LOCAL_CONTEXT_DESC, LOCAL_SOURCE
 from llm.core import ScriptedChatModel, ScriptExhausted
@@ -265,3 +266,29 @@ def test_guidance_survives_pickling():
     model = ScriptedChatModel(["ok"])
     result = Guide(five_node_graph(), model).guidance("q", [])
     assert pickle.loads(pickle.dumps(result)) == result
+
+
+def test_a_host_can_serve_contexts_through_the_context_hook():
+    served = []
+
+    class CachingGuide(Guide):
+        def _context(self, node_id):
+            served.append(node_id)
+            return f"cached:{node_id}", None if node_id is None else f"digest:{node_id}", node_id is None
+
+    guide = CachingGuide(five_node_graph(), config=GuidanceConfig(mode="raw_subgraph"))
+    result = guide.guidance("q", [Step("read")])
+    assert (result.text, result.subgraph_digest, result.used_full_graph) == ("cached:read", "digest:read", False)
+    assert guide.context_for([Step("nowhere")]) == (None, "cached:None", True)
+    assert served == ["read", None]
+
+
+def test_the_toy_scenario_sees_read_only_once_the_graph_has_it():
+    """Spec §10: on the skeleton the solver finds no `→ [read]`; on the five-node graph it finds both hops."""
+    lost = Guide(skeleton(), config=GuidanceConfig(mode="raw_subgraph")).guidance("q", [Step("search")])
+    assert lost.used_full_graph is True
+    assert "→ [read]" not in lost.text
+    guide = Guide(five_node_graph(), config=GuidanceConfig(mode="raw_subgraph"))
+    assert "[search] → [read]" in guide.guidance("q", [Step("search")]).text
+    at_read = guide.guidance("q", [Step("search"), Step("read")]).text
+    assert "[read] → [search]" in at_read
