@@ -1,3 +1,143 @@
-from ninja import Router
+"""/api/v1/procedures (active versions, versions, mining) and /api/v1/replays (agents claim and answer replay jobs).
+
+`replays_router` is mounted by config/api.py at /replays.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router, Status
+
+from accounts.services import Actor
+from config.auth import scoped
+from config.errors import ApiError, Error
+from trajectories import job_services
+from trajectories.models import Job
+
+from . import selectors, services
+from .schemas import (
+    ClaimIn,
+    JobOut,
+    MineIn,
+    MineOut,
+    ProcedureListOut,
+    ProcedureOut,
+    ResultIn,
+    ResultOut,
+    VersionListOut,
+)
 
 router = Router(tags=["procedures"])
+replays_router = Router(tags=["replays"])
+
+
+def _matches(header: str, etag: str) -> bool:
+    candidates = [part.strip() for part in header.split(",")]
+    return "*" in candidates or etag in candidates
+
+
+@router.get(
+    "",
+    auth=scoped("procedures:read"),
+    response={200: ProcedureListOut, 304: None, 401: Error, 403: Error, 422: Error},
+    summary="Active procedure versions (strong ETag; If-None-Match answers 304)",
+)
+def list_active(request: HttpRequest, response: HttpResponse, intent: str | None = None):
+    procedures = selectors.active_procedures(intent=intent)
+    etag = selectors.active_etag(procedures)
+    if _matches(request.headers.get("If-None-Match", ""), etag):
+        not_modified = HttpResponse(status=304)
+        not_modified["ETag"] = etag
+        return not_modified
+    response["ETag"] = etag
+    if len(procedures) == 1:
+        response["X-Waymark-Revision"] = procedures[0].active_version.content_revision
+    return Status(200, {"items": procedures})
+
+
+@router.post(
+    "/mine",
+    auth=scoped("procedures:mine"),
+    response={200: MineOut, 201: MineOut, 401: Error, 403: Error, 409: Error, 422: Error},
+    summary="Mine an intent's successful runs into a candidate version (operators)",
+    description="201 with a new version and its queued replays; 200 when an identical version exists already. "
+    "422 when mining cannot produce a version (too few successful runs, no shared step), with the reason.",
+)
+def mine(request: HttpRequest, body: MineIn):
+    if not request.user.is_operator:
+        raise ApiError(403, "forbidden", "mining procedures needs the operator role")
+    try:
+        result = services.procedure_mine(
+            actor=Actor.of_request(request),
+            intent=body.intent,
+            held_out_share=body.held_out_share,
+            seed=body.seed,
+            live=body.live,
+        )
+    except services.MiningError as exc:
+        raise ApiError(422, "cannot_mine", str(exc))
+    body_out = {"created": result.created, "version": result.version, "replay_ids": [r.pk for r in result.replays]}
+    return Status(201 if result.created else 200, body_out)
+
+
+@router.get(
+    "/{procedure_id}",
+    auth=scoped("procedures:read"),
+    response={200: ProcedureOut, 401: Error, 403: Error, 404: Error, 422: Error},
+    summary="One procedure with its active version",
+)
+def get_procedure(request: HttpRequest, procedure_id: int):
+    return Status(200, selectors.procedure_by_id(procedure_id))
+
+
+@router.get(
+    "/{procedure_id}/versions",
+    auth=scoped("procedures:read"),
+    response={200: VersionListOut, 401: Error, 403: Error, 404: Error, 422: Error},
+    summary="Every version of a procedure, newest first, with its replays",
+)
+def list_versions(request: HttpRequest, procedure_id: int):
+    procedure = selectors.procedure_by_id(procedure_id)
+    return Status(200, {"items": selectors.versions_with_replays(procedure)})
+
+
+@replays_router.post(
+    "/claim",
+    auth=scoped("evaluations:run"),
+    response={200: JobOut, 204: None, 401: Error, 403: Error, 422: Error},
+    summary="Lease the oldest open replay job (204 when there is none)",
+)
+def claim(request: HttpRequest, body: ClaimIn):
+    job = job_services.job_claim(
+        actor=Actor.of_request(request),
+        kind=services.REPLAY_JOB_KIND,
+        worker=body.worker,
+        lease_seconds=body.lease_seconds,
+    )
+    if job is None:
+        return HttpResponse(status=204)
+    return Status(200, job)
+
+
+@replays_router.post(
+    "/{job_id}/result",
+    auth=scoped("evaluations:run"),
+    response={200: ResultOut, 201: ResultOut, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
+    summary="Answer a replay job with the run the agent produced (ingest format)",
+    description="201 when the answer is counted; 200 when the job was answered already (the repeat is not counted "
+    "again). 422 names the invalid fields and nothing is written; 409 when the job is past its deadline.",
+)
+def result(request: HttpRequest, job_id: int, body: ResultIn):
+    job = Job.objects.filter(pk=job_id, kind=services.REPLAY_JOB_KIND).first()
+    if job is None:
+        raise ApiError(404, "not_found", f"no replay job {job_id}")
+    try:
+        answer = job_services.job_complete(actor=Actor.of_request(request), job=job, run_items=[body.run])
+    except job_services.IngestInvalid as exc:
+        raise ApiError(
+            422, "invalid", "the run does not match the ingest format; nothing was written", {"errors": exc.errors}
+        )
+    except job_services.JobClosed as exc:
+        raise ApiError(409, "job_closed", str(exc))
+    out = {"job_id": job.pk, "run_id": answer.run_id, "counted": answer.counted}
+    return Status(201 if answer.counted else 200, out)

@@ -1,1 +1,126 @@
-"""selectors of procedures."""
+"""Reads of procedures with a fixed number of queries, for the API and the pages."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from django.db.models import Prefetch, Q
+from django.shortcuts import get_object_or_404
+
+from .mining import intent_key
+from .models import Procedure, ProcedureVersion, ReplayCase, ReplayRun, VersionStatus
+
+NEWEST_CANDIDATE_STATES = (VersionStatus.CANDIDATE, VersionStatus.REPLAYING, VersionStatus.READY, VersionStatus.FAILED)
+SOURCE_RUNS_SHOWN = 50
+RUN_LISTS = ("source_run_ids", "training_run_ids", "held_out_run_ids", "skipped_run_ids")
+_ACTIVE_LISTS = tuple(f"active_version__{name}" for name in RUN_LISTS)
+
+
+def active_procedures(*, intent: str | None = None) -> list[Procedure]:
+    """Procedures with an active version (optionally one intent), the version joined: one query."""
+    rows = Procedure.objects.select_related("active_version").filter(active_version__isnull=False)
+    if intent is not None:
+        rows = rows.filter(intent=intent_key(intent))
+    return list(rows.order_by("intent"))
+
+
+def active_etag(procedures: list[Procedure]) -> str:
+    """A strong ETag over the active versions' content revisions (and which procedure holds each)."""
+    text = "\n".join(f"{p.pk}:{p.revision}:{p.active_version.content_revision}" for p in procedures)
+    return '"' + hashlib.sha256(text.encode()).hexdigest() + '"'
+
+
+def procedure_by_id(procedure_id: int) -> Procedure:
+    return get_object_or_404(Procedure.objects.select_related("active_version"), pk=procedure_id)
+
+
+def versions_with_replays(procedure: Procedure) -> list[ProcedureVersion]:
+    """Newest first, each with its replays: two queries."""
+    replays = Prefetch("replays", queryset=ReplayRun.objects.order_by("-id"))
+    return list(procedure.versions.order_by("-number").prefetch_related(replays))
+
+
+@dataclass
+class ProcedureRow:
+    procedure: Procedure
+    newest_candidate: ProcedureVersion | None = None
+    last_replay: ReplayRun | None = None
+
+
+def procedure_rows() -> list[ProcedureRow]:
+    """Each procedure with its active version, its newest non-active version and that version's last replay:
+    three queries whatever the number of procedures (the big run-id lists are left unread)."""
+    procedures = list(Procedure.objects.select_related("active_version").defer(*_ACTIVE_LISTS).order_by("intent"))
+    rows = {p.pk: ProcedureRow(procedure=p) for p in procedures}
+    versions = (
+        ProcedureVersion.objects.filter(procedure__in=procedures, status__in=NEWEST_CANDIDATE_STATES)
+        .defer(*RUN_LISTS)
+        .order_by("procedure_id", "-number")
+    )
+    for version in versions:
+        if rows[version.procedure_id].newest_candidate is None:
+            rows[version.procedure_id].newest_candidate = version
+    candidates = [row.newest_candidate for row in rows.values() if row.newest_candidate is not None]
+    latest: dict[int, ReplayRun] = {}
+    for replay in ReplayRun.objects.filter(version__in=candidates).defer("held_out_run_ids", "report").order_by("-id"):
+        latest.setdefault(replay.version_id, replay)
+    for row in rows.values():
+        if row.newest_candidate is not None:
+            row.last_replay = latest.get(row.newest_candidate.pk)
+    return list(rows.values())
+
+
+@dataclass
+class ReplayView:
+    replay: ReplayRun
+    regressions: list[ReplayCase] = field(default_factory=list)
+    counterexamples: list[ReplayCase] = field(default_factory=list)
+    unanswered: list[ReplayCase] = field(default_factory=list)
+
+
+@dataclass
+class VersionPage:
+    version: ProcedureVersion
+    procedure: Procedure
+    replays: list[ReplayView]
+    active_replay: ReplayRun | None
+    source_run_ids: list[int]
+    source_runs_more: int
+
+
+CASES_SHOWN = 100
+
+
+def version_page(version_id: int) -> VersionPage:
+    """The version, its procedure, its replays with their regressions, counterexamples and unanswered cases, and
+    the newest finished replay of the active version: a fixed number of queries."""
+    version = get_object_or_404(
+        ProcedureVersion.objects.select_related("procedure__active_version", "parent"), pk=version_id
+    )
+    procedure = version.procedure
+    replays = list(version.replays.select_related("compared_with").order_by("-id"))
+    views = {replay.pk: ReplayView(replay=replay) for replay in replays}
+    notable = Q(result__regression=True) | Q(result__counterexample=True) | Q(answered=False)
+    cases = ReplayCase.objects.filter(replay__in=replays, arm="candidate").filter(notable).order_by("case_run_id")
+    for case in cases[: CASES_SHOWN * 3]:
+        view = views[case.replay_id]
+        if not case.answered:
+            view.unanswered.append(case)
+        elif case.result.get("regression"):
+            view.regressions.append(case)
+        if case.answered and case.result.get("counterexample"):
+            view.counterexamples.append(case)
+    active_replay = None
+    active = procedure.active_version
+    if active is not None and active.pk != version.pk:
+        active_replay = active.replays.filter(status="done").order_by("-id").first()
+    sources = list(version.source_run_ids)
+    return VersionPage(
+        version=version,
+        procedure=procedure,
+        replays=list(views.values()),
+        active_replay=active_replay,
+        source_run_ids=sources[:SOURCE_RUNS_SHOWN],
+        source_runs_more=max(0, len(sources) - SOURCE_RUNS_SHOWN),
+    )

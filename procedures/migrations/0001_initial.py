@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,104 +14,210 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Procedure',
+            name="Procedure",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('intent', models.CharField(help_text='the normalized intent key', max_length=200, unique=True)),
-                ('title', models.CharField(max_length=200)),
-                ('revision', models.PositiveIntegerField(default=0)),
-                ('mined_through_run_id', models.BigIntegerField(default=0, help_text='the newest run the last mining considered')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("intent", models.CharField(help_text="the normalized intent key", max_length=200, unique=True)),
+                ("title", models.CharField(max_length=200)),
+                ("revision", models.PositiveIntegerField(default=0)),
+                (
+                    "mined_through_run_id",
+                    models.BigIntegerField(default=0, help_text="the newest run the last mining considered"),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['intent'],
+                "ordering": ["intent"],
             },
         ),
         migrations.CreateModel(
-            name='ProcedureVersion',
+            name="ProcedureVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('steps', models.JSONField(default=list, help_text='[{"tool": str, "arguments": {...}}, ...]')),
-                ('preconditions', models.JSONField(blank=True, default=list)),
-                ('failure_exits', models.JSONField(blank=True, default=list)),
-                ('candidate_revision', models.CharField(help_text="learn_procedure's revision (tools only)", max_length=80)),
-                ('content_revision', models.CharField(help_text='sha256 over intent, steps, preconditions, exits', max_length=80)),
-                ('source_run_ids', models.JSONField(default=list, help_text='successful training runs the steps were learnt from')),
-                ('training_run_ids', models.JSONField(default=list)),
-                ('held_out_run_ids', models.JSONField(default=list)),
-                ('skipped_run_ids', models.JSONField(default=list, help_text='successful training runs with no ok step')),
-                ('status', models.CharField(choices=[('candidate', 'candidate'), ('replaying', 'replaying'), ('ready', 'ready'), ('failed', 'failed'), ('active', 'active'), ('retired', 'retired')], default='candidate', max_length=10)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='children', to='procedures.procedureversion')),
-                ('procedure', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='procedures.procedure')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                ("steps", models.JSONField(default=list, help_text='[{"tool": str, "arguments": {...}}, ...]')),
+                ("preconditions", models.JSONField(blank=True, default=list)),
+                ("failure_exits", models.JSONField(blank=True, default=list)),
+                (
+                    "candidate_revision",
+                    models.CharField(help_text="learn_procedure's revision (tools only)", max_length=80),
+                ),
+                (
+                    "content_revision",
+                    models.CharField(help_text="sha256 over intent, steps, preconditions, exits", max_length=80),
+                ),
+                (
+                    "source_run_ids",
+                    models.JSONField(default=list, help_text="successful training runs the steps were learnt from"),
+                ),
+                ("training_run_ids", models.JSONField(default=list)),
+                ("held_out_run_ids", models.JSONField(default=list)),
+                (
+                    "skipped_run_ids",
+                    models.JSONField(default=list, help_text="successful training runs with no ok step"),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("candidate", "candidate"),
+                            ("replaying", "replaying"),
+                            ("ready", "ready"),
+                            ("failed", "failed"),
+                            ("active", "active"),
+                            ("retired", "retired"),
+                        ],
+                        default="candidate",
+                        max_length=10,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="children",
+                        to="procedures.procedureversion",
+                    ),
+                ),
+                (
+                    "procedure",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="procedures.procedure"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['procedure_id', '-number'],
+                "ordering": ["procedure_id", "-number"],
             },
         ),
         migrations.AddField(
-            model_name='procedure',
-            name='active_version',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='procedures.procedureversion'),
+            model_name="procedure",
+            name="active_version",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="procedures.procedureversion",
+            ),
         ),
         migrations.CreateModel(
-            name='ReplayRun',
+            name="ReplayRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('mode', models.CharField(choices=[('offline', 'offline'), ('live', 'live')], default='offline', max_length=10)),
-                ('held_out_run_ids', models.JSONField(default=list)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('done', 'done'), ('failed', 'failed')], default='queued', max_length=10)),
-                ('deadline', models.DateTimeField(blank=True, null=True)),
-                ('metrics', models.JSONField(blank=True, default=dict, help_text='{"candidate": {...}, "active": {...} | null}')),
-                ('gate_report', models.JSONField(blank=True, null=True)),
-                ('report', models.JSONField(blank=True, default=dict, help_text='regressions, counterexamples, unanswered cases')),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('compared_with', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='procedures.procedureversion')),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='replays', to='procedures.procedureversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[("offline", "offline"), ("live", "live")], default="offline", max_length=10
+                    ),
+                ),
+                ("held_out_run_ids", models.JSONField(default=list)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("queued", "queued"), ("running", "running"), ("done", "done"), ("failed", "failed")],
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("deadline", models.DateTimeField(blank=True, null=True)),
+                (
+                    "metrics",
+                    models.JSONField(
+                        blank=True, default=dict, help_text='{"candidate": {...}, "active": {...} | null}'
+                    ),
+                ),
+                ("gate_report", models.JSONField(blank=True, null=True)),
+                (
+                    "report",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="regressions, counterexamples, unanswered cases"
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "compared_with",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="procedures.procedureversion",
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="replays",
+                        to="procedures.procedureversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='ReplayCase',
+            name="ReplayCase",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('arm', models.CharField(choices=[('candidate', 'candidate'), ('active', 'active')], max_length=10)),
-                ('case_run_id', models.BigIntegerField(help_text='the held-out recorded run')),
-                ('result_run_id', models.BigIntegerField(blank=True, help_text='the run a live agent answered with', null=True)),
-                ('result', models.JSONField(default=dict)),
-                ('answered', models.BooleanField(default=True)),
-                ('replay', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='cases', to='procedures.replayrun')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("arm", models.CharField(choices=[("candidate", "candidate"), ("active", "active")], max_length=10)),
+                ("case_run_id", models.BigIntegerField(help_text="the held-out recorded run")),
+                (
+                    "result_run_id",
+                    models.BigIntegerField(blank=True, help_text="the run a live agent answered with", null=True),
+                ),
+                ("result", models.JSONField(default=dict)),
+                ("answered", models.BooleanField(default=True)),
+                (
+                    "replay",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="cases", to="procedures.replayrun"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['replay_id', 'arm', 'case_run_id'],
+                "ordering": ["replay_id", "arm", "case_run_id"],
             },
         ),
         migrations.AddIndex(
-            model_name='procedureversion',
-            index=models.Index(fields=['procedure', 'status'], name='procedures_version_status'),
+            model_name="procedureversion",
+            index=models.Index(fields=["procedure", "status"], name="procedures_version_status"),
         ),
         migrations.AddConstraint(
-            model_name='procedureversion',
-            constraint=models.UniqueConstraint(fields=('procedure', 'number'), name='procedures_version_number'),
+            model_name="procedureversion",
+            constraint=models.UniqueConstraint(fields=("procedure", "number"), name="procedures_version_number"),
         ),
         migrations.AddConstraint(
-            model_name='procedureversion',
-            constraint=models.UniqueConstraint(fields=('procedure', 'content_revision'), name='procedures_version_content'),
+            model_name="procedureversion",
+            constraint=models.UniqueConstraint(
+                fields=("procedure", "content_revision"), name="procedures_version_content"
+            ),
         ),
         migrations.AddIndex(
-            model_name='replayrun',
-            index=models.Index(fields=['version', '-id'], name='procedures_replay_version'),
+            model_name="replayrun",
+            index=models.Index(fields=["version", "-id"], name="procedures_replay_version"),
         ),
         migrations.AddConstraint(
-            model_name='replaycase',
-            constraint=models.UniqueConstraint(fields=('replay', 'arm', 'case_run_id'), name='procedures_case_unique'),
+            model_name="replaycase",
+            constraint=models.UniqueConstraint(fields=("replay", "arm", "case_run_id"), name="procedures_case_unique"),
         ),
     ]

@@ -1,0 +1,126 @@
+"""Schemas of /api/v1/procedures and /api/v1/replays. Input schemas forbid unknown fields."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, StrictBool, StringConstraints
+
+
+class InputSchema(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StepOut(Schema):
+    tool: str
+    arguments: dict[str, Any]
+
+
+class ReplayOut(Schema):
+    id: int
+    mode: str
+    status: str
+    passed: bool | None
+    compared_with_id: int | None
+    cases: int
+    metrics: dict[str, Any]
+    gate_report: dict[str, Any] | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def resolve_cases(obj) -> int:
+        return len(obj.held_out_run_ids)
+
+
+class VersionOut(Schema):
+    id: int
+    procedure_id: int
+    number: int
+    status: str
+    parent_id: int | None
+    steps: list[StepOut]
+    preconditions: list[Any]
+    failure_exits: list[Any]
+    candidate_revision: str
+    content_revision: str
+    source_runs: int
+    held_out_runs: int
+    created_at: datetime
+
+    @staticmethod
+    def resolve_source_runs(obj) -> int:
+        return len(obj.source_run_ids)
+
+    @staticmethod
+    def resolve_held_out_runs(obj) -> int:
+        return len(obj.held_out_run_ids)
+
+
+class VersionWithReplaysOut(VersionOut):
+    replays: list[ReplayOut]
+
+    @staticmethod
+    def resolve_replays(obj) -> list:
+        return list(obj.replays.all())
+
+
+class ProcedureOut(Schema):
+    id: int
+    intent: str
+    title: str
+    revision: int
+    active_version: VersionOut | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ProcedureListOut(Schema):
+    items: list[ProcedureOut]
+
+
+class VersionListOut(Schema):
+    items: list[VersionWithReplaysOut]
+
+
+class MineIn(InputSchema):
+    intent: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    held_out_share: float = Field(0.3, gt=0, lt=1)
+    seed: int = Field(17, ge=0, le=2**31 - 1)
+    live: StrictBool | None = Field(None, description="also replay live with agents (default: WAYMARK_LIVE_REPLAY)")
+
+
+class MineOut(Schema):
+    created: bool
+    version: VersionOut
+    replay_ids: list[int]
+
+
+class ClaimIn(InputSchema):
+    worker: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+    lease_seconds: int = Field(300, ge=1, le=3600)
+
+
+class JobOut(Schema):
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    lease_owner: str
+    lease_expires_at: datetime | None
+    deadline: datetime | None
+
+
+class ResultIn(InputSchema):
+    run: dict[str, Any] = Field(
+        description="the run the agent produced, in the ingest format (source and external_id are set by Waymark)"
+    )
+
+
+class ResultOut(Schema):
+    job_id: int
+    run_id: int
+    counted: bool

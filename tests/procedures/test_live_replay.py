@@ -1,0 +1,85 @@
+"""Live replay: one job per held-out case and arm; complete when all are answered or the deadline passes."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from accounts.services import Actor
+from procedures import services
+from procedures.models import ProcedureVersion, ReplayCase, ReplayStatus, VersionStatus
+from trajectories import job_services
+from trajectories.models import Job, JobStatus
+
+from .factories import REFUND, refund_run, refund_runs
+
+pytestmark = pytest.mark.django_db
+AGENT = Actor.system()
+
+
+@pytest.fixture
+def live(operator, django_capture_on_commit_callbacks):
+    refund_runs(successes=10, failures=0)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+    return result.version.replays.get(mode="live")
+
+
+def claim_all():
+    jobs = []
+    while job := job_services.job_claim(actor=AGENT, kind=services.REPLAY_JOB_KIND, worker="t", lease_seconds=60):
+        jobs.append(job)
+    return jobs
+
+
+def test_mining_with_live_replay_queues_one_job_per_held_out_case(live):
+    assert live.status == ReplayStatus.RUNNING and live.deadline is not None
+    jobs = Job.objects.filter(subject=services.replay_subject(live))
+    assert sorted(job.payload["case_run_id"] for job in jobs) == sorted(live.held_out_run_ids)
+    assert {job.payload["arm"] for job in jobs} == {"candidate"}
+    assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.REPLAYING
+
+
+def test_the_replay_completes_when_every_job_is_answered(live, django_capture_on_commit_callbacks):
+    jobs = claim_all()
+    for job in jobs:
+        with django_capture_on_commit_callbacks(execute=True):
+            job_services.job_complete(actor=AGENT, job=job, run_items=[refund_run()])
+    live.refresh_from_db()
+    assert live.status == ReplayStatus.DONE and live.gate_report["passed"] is True
+    assert live.metrics["candidate"]["answered_rate"] == 1.0
+    rows = ReplayCase.objects.filter(replay=live)
+    assert rows.count() == len(jobs) and all(row.result_run_id for row in rows)
+    assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.READY
+
+
+def test_a_missing_step_in_the_agents_runs_fails_the_live_gate(live, django_capture_on_commit_callbacks):
+    for job in claim_all():
+        with django_capture_on_commit_callbacks(execute=True):
+            job_services.job_complete(actor=AGENT, job=job, run_items=[refund_run("issue_refund", outcome="failure")])
+    live.refresh_from_db()
+    assert live.status == ReplayStatus.DONE and live.gate_report["passed"] is False
+    assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.FAILED
+
+
+def test_after_the_deadline_unanswered_cases_are_reported_and_never_pass(live, django_capture_on_commit_callbacks):
+    first = claim_all()[0]
+    with django_capture_on_commit_callbacks(execute=True):
+        job_services.job_complete(actor=AGENT, job=first, run_items=[refund_run()])
+    live.refresh_from_db()
+    assert live.status == ReplayStatus.RUNNING
+
+    settled = services.replay_live_settle(replay=live, now=live.deadline + timedelta(seconds=1))
+
+    assert settled.status == ReplayStatus.DONE
+    unanswered = set(live.held_out_run_ids) - {first.payload["case_run_id"]}
+    assert set(settled.report["unanswered"]) == unanswered
+    assert settled.gate_report["passed"] is False
+    assert ReplayCase.objects.filter(replay=live, answered=False).count() == len(unanswered)
+    assert not Job.objects.filter(subject=services.replay_subject(live), status=JobStatus.LEASED).exists()
+    assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.FAILED
+
+
+def test_before_the_deadline_an_incomplete_replay_keeps_running(live):
+    assert services.replay_live_settle(replay=live, now=timezone.now()).status == ReplayStatus.RUNNING
+    assert services.overdue_live_replays(now=live.deadline + timedelta(seconds=1)) == [live.pk]
