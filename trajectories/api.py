@@ -55,7 +55,7 @@ def _reject_constant(name: str) -> Any:
 def _parse_batch(body: bytes) -> list[Any]:
     try:
         payload = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}")
     if not isinstance(payload, dict):
         raise _invalid([{"loc": [], "msg": 'the body must be a JSON object {"runs": [...]}', "type": "dict_type"}])

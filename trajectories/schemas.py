@@ -3,21 +3,65 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime
+import math
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 MAX_STEPS_PER_RUN = 2000
 MAX_TASK_CHARS = 20_000
 MAX_TOKENS = 2**31 - 1
 
-Text = Annotated[str, StringConstraints(strip_whitespace=True)]
-Key = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+MAX_COST = 1e12
+MAX_DEPTH = 32
+
+
+def _without_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+def _storable(value: Any) -> Any:
+    """JSON that PostgreSQL's JSONB can hold: no NUL in strings or keys, finite numbers, at most MAX_DEPTH levels."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            _without_nul(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("numbers must be finite")
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"must not nest deeper than {MAX_DEPTH} levels")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return value
+
+
+def _in_range(moment: datetime) -> datetime:
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if not EARLIEST <= aware <= LATEST:
+        raise ValueError("must be between 1900-01-01 and 9999-12-30")
+    return moment
+
+
+def text(max_length: int | None = None, *, required: bool = False, strip: bool = True) -> Any:
+    """A string type: optionally stripped, non-empty when required, capped, never holding NUL."""
+    constraints = StringConstraints(strip_whitespace=strip, min_length=1 if required else None, max_length=max_length)
+    return Annotated[str, constraints, AfterValidator(_without_nul)]
+
+
+Clean = text(strip=False)
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable)]
+Moment = Annotated[datetime, AfterValidator(_in_range)]
 Outcome = Literal["success", "failure", "unknown"]
 TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
-Money = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Money = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
 
 
 class InputSchema(BaseModel):
@@ -27,13 +71,13 @@ class InputSchema(BaseModel):
 
 
 class StepIn(InputSchema):
-    tool: Annotated[Key, StringConstraints(max_length=200)]
-    action_family: Annotated[Text, StringConstraints(max_length=40)] | None = None
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    observation: str = ""
+    tool: text(200, required=True)
+    action_family: text(40) | None = None
+    arguments: JsonObject = Field(default_factory=dict)
+    observation: Clean = ""
     ok: StrictBool | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
+    started_at: Moment | None = None
+    ended_at: Moment | None = None
     input_tokens: TokenCount = 0
     cached_input_tokens: TokenCount = 0
     output_tokens: TokenCount = 0
@@ -41,17 +85,17 @@ class StepIn(InputSchema):
 
 
 class RunIn(InputSchema):
-    source: Annotated[Key, StringConstraints(max_length=100)]
-    external_id: Annotated[Key, StringConstraints(max_length=200)]
-    task: Annotated[str, StringConstraints(max_length=MAX_TASK_CHARS)] = ""
-    intent: Annotated[Text, StringConstraints(max_length=200)] = ""
+    source: text(100, required=True)
+    external_id: text(200, required=True)
+    task: text(MAX_TASK_CHARS, strip=False) = ""
+    intent: text(200) = ""
     outcome: Outcome = "unknown"
     score: Annotated[float, Field(allow_inf_nan=False)] | None = None
-    graph_workspace: Annotated[Text, StringConstraints(max_length=100)] = ""
-    graph_revision: Annotated[Text, StringConstraints(max_length=100)] = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
+    graph_workspace: text(100) = ""
+    graph_revision: text(100) = ""
+    metadata: JsonObject = Field(default_factory=dict)
+    started_at: Moment | None = None
+    ended_at: Moment | None = None
     steps: Annotated[list[StepIn], Field(max_length=MAX_STEPS_PER_RUN)] = Field(default_factory=list)
 
 
@@ -114,11 +158,11 @@ class RunPageOut(Schema):
 
 class RunFilterIn(Schema):
     outcome: Outcome | None = None
-    source: str | None = None
-    tool: str | None = None
-    intent: str | None = None
-    q: str | None = Field(None, description="text search in the task")
-    cursor: str | None = None
+    source: Clean | None = None
+    tool: Clean | None = None
+    intent: Clean | None = None
+    q: Clean | None = Field(None, description="text search in the task")
+    cursor: Clean | None = None
     limit: int = Field(50, ge=1, le=200)
 
 

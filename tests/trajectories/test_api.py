@@ -223,3 +223,35 @@ def test_the_openapi_contract_documents_the_ingest_body_and_statuses(api_client)
     assert {"200", "201", "400", "401", "403", "413", "422"} <= set(post["responses"])
     detail = schema["paths"]["/api/v1/trajectories/{run_id}"]["get"]
     assert {"200", "401", "403", "404"} <= set(detail["responses"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "loc"),
+    [
+        ('{"runs": [{"source": "s", "external_id": "e", "task": "a\\u0000b"}]}', ["runs", 0, "task"]),
+        ('{"runs": [{"source": "s", "external_id": "e", "metadata": {"k": 1e400}}]}', ["runs", 0, "metadata"]),
+        ('{"runs": [{"source": "s", "external_id": "e", "metadata": {"k\\u0000": 1}}]}', ["runs", 0, "metadata"]),
+        (
+            '{"runs": [{"source": "s", "external_id": "e", "started_at": "0001-01-01T00:00:00+01:00"}]}',
+            ["runs", 0, "started_at"],
+        ),
+        (
+            '{"runs": [{"source": "s", "external_id": "e", "metadata": ' + "[" * 40 + "]" * 40 + "}]}",
+            ["runs", 0, "metadata"],
+        ),
+    ],
+)
+def test_values_the_database_cannot_hold_answer_422_not_500(api_client, writer, raw, loc):
+    body = assert_error(api_client.post(URL, raw=raw.encode(), token=writer), 422)
+    assert body["details"]["errors"][0]["loc"] == loc
+    assert Run.objects.count() == 0
+
+
+def test_json_nested_beyond_the_parser_answers_400(api_client, writer):
+    raw = '{"runs": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert_error(api_client.post(URL, raw=raw.encode(), token=writer), 400, "malformed_json")
+
+
+@pytest.mark.parametrize("query", ["source=%00", "q=a%00b", "cursor=%00"])
+def test_nul_characters_in_list_parameters_answer_422(api_client, reader, query):
+    assert_error(api_client.get(f"{URL}?{query}", token=reader), 422)
