@@ -114,9 +114,29 @@ def test_documents_round_trip_byte_for_byte(graph):
     assert loaded.digest == graph.digest
 
 
-@settings(max_examples=100)
-@given(graphs() | valid_graphs(), edit_sets(), st.sampled_from(["repair", "allow"]), st.booleans())
-def test_prepare_candidate_never_returns_a_graph_with_an_error(graph, edits, policy, with_tools):
+@st.composite
+def plausible_edit_sets(draw, graph):
+    """Edits a careful refiner might write: known types and relations, new nodes wired to End, real deletions."""
+    existing = [n for n in graph.nodes if n not in (START, END)]
+    new_ids = draw(st.lists(st.sampled_from(["g", "h"]), unique=True, max_size=2))
+    add_nodes = tuple(Node(n, draw(st.sampled_from(["ACTION", "REASONING"])), "new") for n in new_ids)
+    sources, targets = [START, *existing, *new_ids], [END, *existing, *new_ids]
+    wiring = [Edge(n, "LEADS_TO", END, {"guidance": "finish"}) for n in new_ids]
+    extra = draw(edges(endpoints=sources, relations=DEFAULT_RELATIONS))[:3]
+    extra = [Edge(e.source, e.relation, draw(st.sampled_from(targets)), e.attributes) for e in extra]
+    pairs = sorted({(e.source, e.target) for e in graph.edges})
+    return EditSet(
+        add_nodes=add_nodes,
+        delete_nodes=tuple(draw(st.lists(st.sampled_from(existing), max_size=1))) if existing else (),
+        add_edges=tuple(wiring + extra),
+        delete_edges=tuple(draw(st.lists(st.sampled_from(pairs), max_size=2))) if pairs else (),
+    )
+
+
+@settings(max_examples=150)
+@given(graphs() | valid_graphs(), st.data(), st.sampled_from(["repair", "allow"]), st.booleans())
+def test_prepare_candidate_never_returns_a_graph_with_an_error(graph, data, policy, with_tools):
+    edits = data.draw(plausible_edit_sets(graph) | edit_sets())
     tools = ["a", "b"] if with_tools else None
     candidate, diagnostics = prepare_candidate(graph, edits, cycle_policy=policy, available_tools=tools)
     if candidate is None:
