@@ -23,6 +23,8 @@ def demo(live_server, settings, tmp_path):
 
 
 def test_a_reviewer_logs_in_and_opens_a_runs_step_timeline(demo, page):
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(error))
     page.goto(demo.url + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
 
@@ -48,6 +50,7 @@ def test_a_reviewer_logs_in_and_opens_a_runs_step_timeline(demo, page):
     expect(timeline.locator(":scope > li")).to_have_count(len(steps))
     for step in steps:
         expect(timeline).to_contain_text(step.tool)
+    assert not script_errors
 
 
 def test_the_audit_link_is_shown_to_admins_only(page_as, admin_user, viewer):
