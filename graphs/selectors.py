@@ -80,7 +80,7 @@ def resolve_revision(workspace: Workspace, ref: str | int, *, kind: str = GRAPH)
     if not _HEX.match(text) or len(text) > 64:
         raise InvalidRef(f"{ref!r} is neither a revision number nor a digest prefix")
     if len(text) < MIN_PREFIX:
-        raise Http404(f"no revision {text} in workspace {workspace.slug!r}")
+        raise Http404(f"no {kind} revision {text} in workspace {workspace.slug!r}")
     matches = list(revisions.filter(digest__startswith=text).order_by("-seq")[:50])
     digests = {m.digest for m in matches}
     if not matches:
@@ -172,3 +172,39 @@ def revision_page(
 
 def revision_history(workspace: Workspace, *, kind: str = GRAPH, limit: int = 50) -> list[Revision]:
     return list(Revision.objects.filter(workspace=workspace, kind=kind).defer("document").order_by("-seq")[:limit])
+
+
+@dataclass(frozen=True)
+class GraphDiff:
+    before: Revision | None
+    after: Revision
+    text: str
+
+    @property
+    def header(self) -> str:
+        left = f"#{self.before.seq} {self.before.short_digest}" if self.before else "skeleton"
+        return f"--- {left}\n+++ #{self.after.seq} {self.after.short_digest}"
+
+
+def graph_diff(workspace: Workspace, from_ref: str | None = None, to_ref: str | None = None) -> GraphDiff:
+    """A unified diff of graph.md between two revisions; default the previous head against the head.
+
+    With one revision (and no --from), the skeleton of the workspace's vocabulary is the "before". Http404 for an
+    empty chain or an unknown ref, InvalidRef for a malformed or ambiguous ref.
+    """
+    from graphs.core import skeleton, unified_diff
+
+    if to_ref:
+        after = resolve_revision(workspace, to_ref)
+    else:
+        after = Revision.objects.filter(workspace=workspace, kind=GRAPH).order_by("-seq").first()
+        if after is None:
+            raise Http404(f"workspace {workspace.slug!r} has no graph yet")
+    if from_ref:
+        before = resolve_revision(workspace, from_ref)
+    else:
+        before = Revision.objects.filter(workspace=workspace, kind=GRAPH, seq__lt=after.seq).order_by("-seq").first()
+    before_graph = graph_of(before) if before else skeleton(**(workspace.vocabulary or {}))
+    left = f"#{before.seq} {before.short_digest}" if before else "skeleton"
+    text = unified_diff(before_graph, graph_of(after), fromfile=left, tofile=f"#{after.seq} {after.short_digest}")
+    return GraphDiff(before, after, text)

@@ -1,8 +1,181 @@
+"""Graph pages: workspaces, one workspace (graphs drawn with Mermaid, tables, history), diffs, try guidance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.services import Actor
+from graphs.core import Graph, to_mermaid
+
+from . import selectors, services
+from .forms import ActivateForm, DiffForm, GuidanceForm
+from .guidance import NoActiveGraph, workspace_guidance
+from .models import Revision, Workspace
+
+DRAW_LIMIT = 150
+TABLE_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """One revision's graph as the page shows it: Mermaid text (small graphs only) and table rows."""
+
+    revision: Revision
+    graph: Graph
+    mermaid: str | None
+    nodes: list[Any]
+    edges: list[Any]
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.graph.nodes) > TABLE_LIMIT or len(self.graph.edges) > TABLE_LIMIT
+
+
+def _graph_view(revision: Revision | None) -> GraphView | None:
+    if revision is None:
+        return None
+    graph = selectors.graph_of(revision)
+    mermaid = to_mermaid(graph) if len(graph.nodes) <= DRAW_LIMIT else None
+    return GraphView(
+        revision, graph, mermaid, list(graph.nodes.values())[:TABLE_LIMIT], list(graph.edges[:TABLE_LIMIT])
+    )
 
 
 @login_required
 def list_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "graphs/list.html", {})
+    return render(request, "graphs/list.html", {"workspaces": list(selectors.workspaces_with_pointers())})
+
+
+def _page_context(
+    request: HttpRequest, workspace: Workspace, *, guidance_form: GuidanceForm | None = None, **extra: Any
+) -> dict[str, Any]:
+    history = selectors.revision_history(workspace)
+    head = history[0] if history else None
+    active = workspace.active_revision
+    viewing, view_error = active or head, ""
+    if request.GET.get("rev"):
+        try:
+            viewing = selectors.resolve_revision(workspace, request.GET["rev"])
+        except (Http404, selectors.InvalidRef) as exc:
+            view_error = str(exc)
+    return {
+        "workspace": workspace,
+        "history": history,
+        "head": head,
+        "active": active,
+        "active_view": _graph_view(active),
+        "head_view": _graph_view(head) if head and (active is None or head.pk != active.pk) else None,
+        "viewing": _graph_view(viewing),
+        "view_error": view_error,
+        "guidance_form": guidance_form or GuidanceForm(),
+        "diff_form": DiffForm(
+            initial={"from_ref": history[1].seq if len(history) > 1 else "", "to_ref": head.seq if head else ""}
+        ),
+        "can_activate": request.user.is_admin,
+        "draw_limit": DRAW_LIMIT,
+        **extra,
+    }
+
+
+@login_required
+def workspace_view(request: HttpRequest, slug: str) -> HttpResponse:
+    workspace = selectors.workspace_by_slug(slug)
+    return render(request, "graphs/workspace.html", _page_context(request, workspace))
+
+
+@login_required
+def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
+    workspace = selectors.workspace_by_slug(slug)
+    form = DiffForm(request.GET or None)
+    diff, error, status = None, "", 200
+    if form.is_bound and not form.is_valid():
+        error, status = "Give a revision number or a digest prefix on each side.", 400
+    else:
+        values = form.cleaned_data if form.is_bound else {}
+        try:
+            diff = selectors.graph_diff(workspace, values.get("from_ref") or None, values.get("to_ref") or None)
+        except selectors.InvalidRef as exc:
+            error, status = str(exc), 400
+        except Http404 as exc:
+            error, status = str(exc), 404
+    lines = [(_line_class(line), line) for line in diff.text.splitlines()] if diff else []
+    context = {"workspace": workspace, "form": form, "diff": diff, "lines": lines, "error": error}
+    return render(request, "graphs/diff.html", context, status=status)
+
+
+def _line_class(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "diff-file"
+    if line.startswith("@@"):
+        return "diff-hunk"
+    if line.startswith("+"):
+        return "diff-add"
+    if line.startswith("-"):
+        return "diff-del"
+    return "diff-same"
+
+
+@login_required
+@require_POST
+def guidance_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """The localized context an agent would get after the typed steps (raw modes only: no model is called)."""
+    workspace = selectors.workspace_by_slug(slug)
+    form = GuidanceForm(request.POST)
+    result, error, status = None, "", 200
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = workspace_guidance(
+                slug=workspace.slug,
+                query=data["query"],
+                steps=data["steps"],
+                mode=data["mode"],
+                hops=data["hops"],
+                window=3,
+                revision=data["revision"] or None,
+                include_relations=not data["paper_layout"],
+            )
+        except (NoActiveGraph, selectors.InvalidRef, Http404) as exc:
+            error, status = str(exc), 400
+    else:
+        status = 400
+    extra = {"guidance_form": form, "guidance_result": result, "guidance_error": error}
+    if request.htmx:
+        context = {"workspace": workspace, **extra}
+        return render(request, "graphs/workspace.html#guidance", context, status=status)
+    return render(request, "graphs/workspace.html", _page_context(request, workspace, **extra), status=status)
+
+
+@login_required
+@require_POST
+def activate_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Admins only, until reviews land: make a graph revision the one agents receive."""
+    if not request.user.is_admin:
+        raise PermissionDenied("only an admin may make a revision active")
+    workspace = selectors.workspace_by_slug(slug)
+    form = ActivateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That form was incomplete; nothing changed.")
+        return redirect("graphs:workspace", slug=slug)
+    try:
+        revision = selectors.resolve_revision(workspace, str(form.cleaned_data["revision"]))
+        services.workspace_set_active_revision(
+            actor=Actor.of_request(request),
+            workspace=workspace,
+            revision=revision,
+            expected_active_id=form.cleaned_data["expected_active"],
+        )
+    except services.ActiveRevisionMoved as exc:
+        workspace = selectors.workspace_by_slug(slug)
+        context = _page_context(request, workspace, activate_error=str(exc))
+        return render(request, "graphs/workspace.html", context, status=409)
+    messages.success(request, f"Revision #{revision.seq} ({revision.short_digest}) is now active.")
+    return redirect("graphs:workspace", slug=slug)
