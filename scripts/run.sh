@@ -14,7 +14,9 @@ cat <<MSG
     admin     — admin
     rita, rob — reviewers
     otto      — operator
-  An agent token for the API was printed above by seed_demo (or create one: manage.py create_api_token).
+    vera      — read-only (no role)
+  Agent token "demo-agent" (scopes for ingest, graphs, procedures, evaluations):
+    $(cat "${WAYMARK_VAR_DIR:-var}/demo-agent-token" 2>/dev/null || echo "not saved; create one: manage.py create_api_token")
   Stop with Ctrl-C.
 
 MSG
