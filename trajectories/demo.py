@@ -38,8 +38,27 @@ _ITEMS = ["kettle", "desk lamp", "running shoes", "headphones", "backpack", "cof
 _CITIES = ["Lyon", "Leeds", "Porto", "Graz", "Utrecht"]
 
 
+_FAMILIES = {
+    "lookup_policy": "inspect",
+    "check_account": "inspect",
+    "lookup_order": "inspect",
+    "track_shipment": "inspect",
+    "issue_refund": "execute",
+    "cancel_order": "execute",
+    "update_address": "change",
+    "notify": "notify",
+    "transfer_to_human": "escalate",
+}
+
+
 def _call(tool: str, arguments: dict[str, Any], observation: str, ok: bool | None = True) -> dict[str, Any]:
-    return {"tool": tool, "arguments": arguments, "observation": observation, "ok": ok}
+    return {
+        "tool": tool,
+        "action_family": _FAMILIES[tool],
+        "arguments": arguments,
+        "observation": observation,
+        "ok": ok,
+    }
 
 
 def _refund_steps(variant: str, order: str, customer: str, amount: float) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ def test_it_seeds_a_few_dozen_varied_runs_once():
     assert ("lookup_policy", "check_account", "issue_refund", "notify") in refund_tools
     assert ("lookup_policy", "issue_refund", "notify") in refund_tools  # check_account skipped
     assert not Step.objects.filter(arguments__has_key="auth_token").exists()  # secret-like keys dropped
+    assert set(Step.objects.filter(tool="issue_refund").values_list("action_family", flat=True)) == {"execute"}
 
     again = seed_demo_runs(actor=Actor.system())
     assert again.created == 0 and again.existing == first.created
