@@ -136,3 +136,35 @@ def test_a_batch_costs_a_fixed_number_of_queries():
         return len(queries)
 
     assert count(3) == count(30)
+
+
+def test_a_concurrent_insert_of_the_same_run_is_reported_as_existing(monkeypatch):
+    """Another batch stores the run between our existence check and our insert: we look again, nothing fails."""
+    from trajectories import services
+
+    stored = ingest(run_item(external_id="raced")).created_ids[0]
+    real_lookup = services._existing_ids
+    calls = []
+
+    def lookup_that_misses_once(prepared):
+        calls.append(1)
+        return {} if len(calls) == 1 else real_lookup(prepared)
+
+    monkeypatch.setattr(services, "_existing_ids", lookup_that_misses_once)
+    result = ingest(run_item(external_id="raced"), run_item(external_id="fresh"))
+    assert result.existing_ids == [stored] and result.created == 1 and len(calls) == 2
+    assert Run.objects.filter(external_id="raced").count() == 1
+
+
+def test_a_stored_run_reads_back_as_the_core_value():
+    from trajectories.selectors import as_trajectory_run, run_with_steps
+
+    run_id = ingest(
+        run_item(external_id="core", steps=[step_item("lookup_policy"), step_item("notify", ok=None)])
+    ).created_ids[0]
+    value = as_trajectory_run(run_with_steps(run_id))
+    assert value.trajectory_id == "test-agent:core" and value.outcome == "success"
+    assert [(s.ordinal, s.tool, s.ok) for s in value.steps] == [(0, "lookup_policy", True), (1, "notify", None)]
+    assert value.steps[0].tokens == 17 and value.steps[0].summary.startswith("policy")
+    with pytest.raises(TypeError):
+        value.steps[0].arguments["x"] = 1
