@@ -111,6 +111,7 @@ def version_page(version_id: int) -> VersionPage:
             view.regressions.append(case)
         if case.answered and case.result.get("counterexample"):
             view.counterexamples.append(case)
+    _attach_active_runs([case for view in views.values() for case in view.regressions], replays)
     active_replay = None
     active = procedure.active_version
     if active is not None and active.pk != version.pk:
@@ -124,3 +125,22 @@ def version_page(version_id: int) -> VersionPage:
         source_run_ids=sources[:SOURCE_RUNS_SHOWN],
         source_runs_more=max(0, len(sources) - SOURCE_RUNS_SHOWN),
     )
+
+
+def _attach_active_runs(regressions: list[ReplayCase], replays: list[ReplayRun]) -> None:
+    """Give each regression case `active_result_run_id`: the run the active arm produced (live replays)."""
+    live = [replay for replay in replays if replay.mode == "live"]
+    for case in regressions:
+        case.active_result_run_id = None
+    if not live or not regressions:
+        return
+    rows = ReplayCase.objects.filter(
+        replay__in=live, arm="active", case_run_id__in=[case.case_run_id for case in regressions]
+    ).values_list("replay_id", "case_run_id", "result_run_id")
+    runs = {(replay_id, case_run_id): run_id for replay_id, case_run_id, run_id in rows}
+    for case in regressions:
+        case.active_result_run_id = runs.get((case.replay_id, case.case_run_id))
+
+
+def version_by_id(version_id: int) -> ProcedureVersion:
+    return get_object_or_404(ProcedureVersion.objects.defer(*RUN_LISTS), pk=version_id)

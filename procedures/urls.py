@@ -5,4 +5,7 @@ from . import views
 app_name = "procedures"
 urlpatterns = [
     path("", views.list_view, name="list"),
+    path("mine/", views.mine_view, name="mine"),
+    path("versions/<int:pk>/", views.version_view, name="version"),
+    path("versions/<int:pk>/activate/", views.activate_view, name="activate"),
 ]

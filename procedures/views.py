@@ -1,8 +1,134 @@
+"""Procedure pages: the list (with "mine now" for operators) and a version's page with its replay reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.services import Actor
+from procedures.core import HIGHER_IS_BETTER
+
+from . import selectors, services
+from .forms import ActivateForm, MineForm
+
+METRICS_SHOWN = (
+    "task_success",
+    "outcome_success",
+    "tool_correctness",
+    "grounding",
+    "answered_rate",
+    "mean_steps",
+    "mean_tokens",
+    "mean_cost",
+    "counterexamples",
+    "regressions",
+    "improvements",
+)
+
+
+def _list_page(request: HttpRequest, form: MineForm | None = None, status: int = 200) -> HttpResponse:
+    context = {"rows": selectors.procedure_rows(), "mine_form": form or MineForm()}
+    return render(request, "procedures/list.html", context, status=status)
 
 
 @login_required
 def list_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "procedures/list.html", {})
+    return _list_page(request)
+
+
+@login_required
+@require_POST
+def mine_view(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_operator:
+        raise PermissionDenied("mining procedures needs the operator role")
+    form = MineForm(request.POST)
+    if not form.is_valid():
+        return _list_page(request, form, status=422)
+    try:
+        result = services.procedure_mine(actor=Actor.of_request(request), **form.cleaned_data)
+    except services.MiningError as exc:
+        form.add_error(None, str(exc))
+        return _list_page(request, form, status=422)
+    version = result.version
+    if result.created:
+        messages.success(request, f"Mined version {version.number}; its replay is queued.")
+    else:
+        messages.info(request, f"Nothing new: the runs give version {version.number} again.")
+    return redirect("procedures:version", pk=version.pk)
+
+
+def metric_rows(candidate: dict[str, Any] | None, active: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each shown metric with the compared value and the delta; `better` is True/False/None (no comparison)."""
+    candidate = candidate or {}
+    rows = []
+    for name in METRICS_SHOWN:
+        value = candidate.get(name)
+        base = None if active is None else active.get(name)
+        delta = better = None
+        if isinstance(value, int | float) and isinstance(base, int | float):
+            delta = value - base
+            if delta:
+                better = (delta > 0) == HIGHER_IS_BETTER.get(name, name != "regressions")
+        if value is None and base is None:
+            continue
+        rows.append({"name": name, "value": value, "active": base, "delta": delta, "better": better})
+    return rows
+
+
+@login_required
+def version_view(request: HttpRequest, pk: int) -> HttpResponse:
+    page = selectors.version_page(pk)
+    replays = [
+        {
+            "view": view,
+            "metrics": metric_rows(view.replay.metrics.get("candidate"), view.replay.metrics.get("active")),
+        }
+        for view in page.replays
+    ]
+    active_metrics = None
+    if page.active_replay is not None:
+        active_metrics = metric_rows(page.active_replay.metrics.get("candidate"), None)
+    can_activate = request.user.is_admin and page.version.status in ("ready", "retired")
+    context = {
+        "page": page,
+        "version": page.version,
+        "procedure": page.procedure,
+        "replays": replays,
+        "active_metrics": active_metrics,
+        "can_activate": can_activate,
+        "activate_form": ActivateForm(initial={"expected_revision": page.procedure.revision}),
+        "mine_form": MineForm(initial={"intent": page.procedure.title}),
+    }
+    return render(request, "procedures/version.html", context)
+
+
+@login_required
+@require_POST
+def activate_view(request: HttpRequest, pk: int) -> HttpResponse:
+    if not request.user.is_admin:
+        raise PermissionDenied("activating a procedure version needs the admin role")
+    version = selectors.version_by_id(pk)
+    form = ActivateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The activation form was incomplete; nothing changed.")
+        return redirect("procedures:version", pk=pk)
+    try:
+        services.procedure_activate(
+            actor=Actor.of_request(request),
+            version=version,
+            expected_revision=form.cleaned_data["expected_revision"],
+        )
+    except services.RevisionConflict as exc:
+        messages.error(request, str(exc))
+        return redirect("procedures:version", pk=pk)
+    except services.NotActivatable as exc:
+        messages.error(request, str(exc))
+        return redirect("procedures:version", pk=pk)
+    messages.success(request, f"Version {version.number} is now the active version.")
+    return redirect("procedures:version", pk=pk)

@@ -1,0 +1,14 @@
+"""Forms of the procedure pages: mine now (operators), activate (admins)."""
+
+from django import forms
+
+
+class MineForm(forms.Form):
+    intent = forms.CharField(max_length=200, help_text="the declared intent label, e.g. refund_request")
+    held_out_share = forms.FloatField(initial=0.3, min_value=0.05, max_value=0.95, label="Held-out share")
+    seed = forms.IntegerField(initial=17, min_value=0, max_value=2**31 - 1)
+    live = forms.BooleanField(required=False, label="Also replay live with agents")
+
+
+class ActivateForm(forms.Form):
+    expected_revision = forms.IntegerField(min_value=0, widget=forms.HiddenInput)

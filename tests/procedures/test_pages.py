@@ -1,0 +1,139 @@
+"""Procedure pages: list, version report, mine now (operators), activation (admins); fixed query counts."""
+
+import pytest
+from django.urls import reverse
+
+from accounts.models import AuditEvent
+from accounts.services import Actor
+from procedures import services
+from procedures.models import Procedure, ProcedureVersion
+from tests.conftest import logged_in
+from tests.trajectories.factories import ingest
+
+from .factories import REFUND, queued_replay, refund_run, refund_runs, stored_version
+
+pytestmark = pytest.mark.django_db
+LIST = reverse("procedures:list")
+MINE = reverse("procedures:mine")
+
+
+def version_url(version):
+    return reverse("procedures:version", args=[version.pk])
+
+
+def post(client, url, data):
+    client.get(LIST)
+    return client.post(url, {**data, "csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+
+
+@pytest.fixture
+def mined(operator, django_capture_on_commit_callbacks):
+    refund_runs()
+    with django_capture_on_commit_callbacks(execute=True):
+        return services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
+
+
+@pytest.mark.parametrize("who", ["operator", "viewer", "admin_user"])
+def test_logged_in_users_see_the_list_and_a_version(request, mined, who):
+    client = logged_in(request.getfixturevalue(who))
+    page = client.get(LIST)
+    assert page.status_code == 200
+    content = page.content.decode()
+    assert "refund request" in content and "gate passed" in content and version_url(mined) in content
+    version = client.get(version_url(mined)).content.decode()
+    assert "lookup_policy" in version and "order_id" in version and "Gate checks" in version
+    assert reverse("trajectories:detail", args=[mined.source_run_ids[0]]) in version
+
+
+def test_outsiders_are_sent_to_log_in(client, outsider, mined):
+    for url in (LIST, version_url(mined)):
+        assert client.get(url).status_code == 302
+        assert reverse("accounts:login") in logged_in(outsider).get(url)["Location"]
+    assert client.post(MINE, {"intent": REFUND}).status_code in (302, 403)
+    assert ProcedureVersion.objects.count() == 1
+
+
+def test_only_operators_see_and_use_mine_now(operator, viewer):
+    refund_runs()
+    assert "Mine now" in logged_in(operator).get(LIST).content.decode()
+    assert "Mine now" not in logged_in(viewer).get(LIST).content.decode()
+    assert post(logged_in(viewer), MINE, {"intent": REFUND, "held_out_share": 0.3, "seed": 17}).status_code == 403
+    assert not ProcedureVersion.objects.exists()
+
+
+def test_an_operator_mines_from_the_page(operator, django_capture_on_commit_callbacks):
+    refund_runs()
+    client = logged_in(operator)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(client, MINE, {"intent": REFUND, "held_out_share": 0.3, "seed": 17})
+    version = ProcedureVersion.objects.get()
+    assert response.status_code == 302 and response["Location"] == version_url(version)
+    assert "Mined version 1" in client.get(response["Location"]).content.decode()
+
+
+def test_a_refused_mining_rerenders_the_form_with_the_reason(operator):
+    ingest(refund_run())
+    response = post(logged_in(operator), MINE, {"intent": REFUND, "held_out_share": 0.3, "seed": 17})
+    assert response.status_code == 422 and "mining needs at least 2" in response.content.decode()
+    bad = post(logged_in(operator), MINE, {"intent": "", "held_out_share": 3, "seed": 17})
+    assert bad.status_code == 422
+    assert not Procedure.objects.exists()
+
+
+def test_the_version_page_shows_regressions_with_coloured_deltas(viewer, admin_user):
+    held_out = ingest(*[refund_run() for _ in range(3)], refund_run("lookup_policy", "check", "issue_refund"))
+    procedure = Procedure.objects.create(intent="refund request", title=REFUND)
+    active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
+    services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+    candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
+    services.replay_offline_run(replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids))
+
+    content = logged_in(viewer).get(version_url(candidate)).content.decode()
+
+    assert "gate failed" in content and "Regressions (3)" in content and "worse" in content
+    for run_id in held_out.created_ids[:3]:
+        assert reverse("trajectories:detail", args=[run_id]) in content
+    assert version_url(active) in content
+
+
+def test_an_admin_activates_from_the_page_and_a_stale_form_is_refused(admin_user, mined):
+    client = logged_in(admin_user)
+    assert "Activate this version" in client.get(version_url(mined)).content.decode()
+    url = reverse("procedures:activate", args=[mined.pk])
+    response = post(client, url, {"expected_revision": 0})
+    assert response.status_code == 302
+    assert Procedure.objects.get().active_version_id == mined.pk
+    stale = post(client, url, {"expected_revision": 0})
+    assert stale.status_code == 302
+    assert "changed meanwhile" in client.get(stale["Location"]).content.decode()
+    assert AuditEvent.objects.filter(verb="procedure.activate").count() == 1
+
+
+def test_non_admins_cannot_activate(operator, viewer, mined):
+    url = reverse("procedures:activate", args=[mined.pk])
+    for user in (operator, viewer):
+        assert "Activate this version" not in logged_in(user).get(version_url(mined)).content.decode()
+        assert post(logged_in(user), url, {"expected_revision": 0}).status_code == 403
+    assert Procedure.objects.get().active_version_id is None
+
+
+def test_an_unknown_version_is_404(viewer):
+    assert logged_in(viewer).get(reverse("procedures:version", args=[987654])).status_code == 404
+
+
+@pytest.mark.parametrize("size", [1, 5])
+def test_page_queries_stay_fixed(viewer, admin_user, size, django_assert_max_num_queries):
+    for n in range(size):
+        procedure = Procedure.objects.create(intent=f"intent {n}", title=f"intent_{n}")
+        held_out = ingest(*[refund_run() for _ in range(3)], refund_run("lookup_policy", "x", "issue_refund"))
+        active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
+        services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+        candidate = stored_version(procedure, "lookup_policy", "x", "issue_refund", number=2, status="candidate")
+        services.replay_offline_run(
+            replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
+        )
+    client = logged_in(viewer)
+    with django_assert_max_num_queries(8):
+        assert client.get(LIST).status_code == 200
+    with django_assert_max_num_queries(12):
+        assert client.get(version_url(candidate)).status_code == 200
