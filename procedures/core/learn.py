@@ -3,16 +3,25 @@
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
+from operator import attrgetter, is_, itemgetter
+from types import MappingProxyType
 from typing import Any
 
 from trajectories.core import TrajectoryStep
 
 from .frozen import freeze, thaw
-from .lcs import Tools, lcs
+from .lcs import ToolCodes, Tools, lcs_codes, subsequence_pattern
 
 INTENT_OR_RUNS_MISSING = "intent and at least one trajectory are required"
 SOURCES_INVALID = "source trajectories must be identified, non-empty, and successful"
 NO_SHARED_STEPS = "successful trajectories share no procedure steps"
+
+_ok = attrgetter("ok")
+_tool = attrgetter("tool")
+_arguments = attrgetter("arguments")
+_start = itemgetter(0)
+_COMPARES_AS_DICT = frozenset({dict, MappingProxyType})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,18 +73,24 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
     """Reduce successful runs to their shared tool subsequence and the arguments every run agrees on."""
     if not isinstance(intent, str) or not intent.strip() or not trajectories:
         raise ValueError(INTENT_OR_RUNS_MISSING)
-    runs = {trajectory_id: tuple(steps) for trajectory_id, steps in trajectories.items()}
+    runs = {
+        trajectory_id: steps if isinstance(steps, list | tuple) else tuple(steps)
+        for trajectory_id, steps in trajectories.items()
+    }
     for trajectory_id, steps in runs.items():
         if not isinstance(trajectory_id, str) or not trajectory_id.strip() or not steps:
             raise ValueError(SOURCES_INVALID)
-        if any(step.ok is not True for step in steps):
-            raise ValueError(SOURCES_INVALID)
+    if not all(map(is_, map(_ok, chain.from_iterable(runs.values())), repeat(True))):
+        raise ValueError(SOURCES_INVALID)
     ordered_ids = sorted(runs)
     ordered_runs = [runs[trajectory_id] for trajectory_id in ordered_ids]
-    tools = shared_tools([tuple(step.tool for step in steps) for steps in ordered_runs])
-    if not tools:
+    codes = ToolCodes()
+    run_codes = [codes.encode(steps, _tool) for steps in ordered_runs]
+    shared = shared_codes(run_codes, codes.ranks())
+    if not shared:
         raise ValueError(NO_SHARED_STEPS)
-    arguments = retained_arguments(tools, ordered_runs)
+    tools = codes.decode(shared)
+    arguments = retained_arguments(shared, ordered_runs, run_codes)
     digest = procedure_digest(intent, tools)
     return ProcedureCandidate(
         procedure_id=f"procedure:{digest[:16]}",
@@ -86,10 +101,14 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
     )
 
 
-def shared_tools(sequences: Sequence[Tools]) -> Tools:
-    """Fold `lcs` over the sequences in order. A sequence seen before is skipped: the current tuple is already a
-    subsequence of it (it only shrinks after each fold), so folding it in again would return the current tuple."""
+def shared_codes(sequences: Sequence[str], ranks: Mapping[str, int]) -> str:
+    """Fold `lcs_codes` over the runs' code strings in order.
+
+    A run seen before is skipped, and so is a run that contains the current sequence (tested by a compiled regex):
+    in both cases the fold would return the current sequence unchanged, since it is a subsequence of that run (the
+    current sequence only shrinks, so it stays a subsequence of every run already folded in)."""
     current = sequences[0]
+    contained_in = subsequence_pattern(current).match
     seen = {current}
     for sequence in sequences[1:]:
         if not current:
@@ -97,7 +116,10 @@ def shared_tools(sequences: Sequence[Tools]) -> Tools:
         if sequence in seen:
             continue
         seen.add(sequence)
-        current = lcs(current, sequence)
+        if contained_in(sequence):
+            continue
+        current = lcs_codes(current, sequence, ranks)
+        contained_in = subsequence_pattern(current).match
     return current
 
 
@@ -113,14 +135,40 @@ def align_leftmost(tools: Tools, steps: Sequence[TrajectoryStep]) -> list[Trajec
     return matched
 
 
-def retained_arguments(tools: Tools, runs: Sequence[Sequence[TrajectoryStep]]) -> list[Mapping[str, Any]]:
-    """Per position, the first run's arguments when every run's aligned step has equal ones (as dicts), else {}."""
-    first = [step.arguments for step in align_leftmost(tools, runs[0])]
-    first_as_dicts = [dict(arguments) for arguments in first]
-    agreeing = set(range(len(tools)))
-    for steps in runs[1:]:
-        if not agreeing:
+def retained_arguments(
+    shared: str, runs: Sequence[Sequence[TrajectoryStep]], run_codes: Sequence[str]
+) -> list[Mapping[str, Any]]:
+    """Per position, the first run's arguments when every run's aligned step has equal ones (as dicts), else {}.
+
+    The greedy leftmost alignment is one regex match per run, capturing only the positions still agreeing and
+    stopping after the last of them; the pattern is rebuilt only when a position stops agreeing. A run whose
+    captured arguments are all plain or read-only dicts equal to the expected ones is settled in one comparison."""
+    first_spans = subsequence_pattern(shared, capture=True).match(run_codes[0]).regs
+    first = [runs[0][first_spans[position + 1][0]].arguments for position in range(len(shared))]
+    agreeing = list(range(len(shared)))
+    expected = tuple(dict(arguments) for arguments in first)
+    align = subsequence_pattern(shared, capture=True).match
+    for steps, codes in zip(runs[1:], run_codes[1:], strict=True):
+        found = tuple(map(_arguments, map(steps.__getitem__, map(_start, align(codes).regs[1:]))))
+        if found == expected and set(map(type, found)) <= _COMPARES_AS_DICT:
+            continue
+        pairs = [
+            (k, wanted)
+            for k, arguments, wanted in zip(agreeing, found, expected, strict=True)
+            if _as_dict(arguments) == wanted
+        ]
+        if len(pairs) == len(agreeing):
+            continue
+        if not pairs:
+            agreeing = []
             break
-        aligned = align_leftmost(tools, steps)
-        agreeing = {position for position in agreeing if dict(aligned[position].arguments) == first_as_dicts[position]}
-    return [first[position] if position in agreeing else {} for position in range(len(tools))]
+        agreeing = [k for k, _ in pairs]
+        expected = tuple(wanted for _, wanted in pairs)
+        align = subsequence_pattern(shared[: agreeing[-1] + 1], capture=frozenset(agreeing)).match
+    kept = set(agreeing)
+    return [first[position] if position in kept else {} for position in range(len(shared))]
+
+
+def _as_dict(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A dict or read-only dict compares as a dict already; anything else is copied into one."""
+    return arguments if type(arguments) in _COMPARES_AS_DICT else dict(arguments)

@@ -1,6 +1,7 @@
 """learn_procedure (trajectory-mining §2.1): the seed's example, tie-breaks, order, retention, identity, errors."""
 
 import hashlib
+from collections.abc import Mapping
 from types import MappingProxyType
 
 import pytest
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from procedures.core import ProcedureCandidate, ProcedureStep, learn_procedure
-from procedures.core.lcs import is_subsequence, lcs
+from procedures.core.lcs import ToolCodes, is_subsequence, lcs
 from tests.procedures.core.reference import reference_lcs, reference_learn_procedure
 from trajectories.core import TrajectoryStep
 
@@ -236,14 +237,33 @@ def test_repeated_sequences_and_contained_sequences_keep_the_current_result():
 
 # --- properties against the straightforward reference -------------------------------------------------------------
 
+
+class PlainMapping(Mapping):
+    """A caller's own read-only mapping type: compared as a plain dict, like any other mapping."""
+
+    def __init__(self, data):
+        self._data = dict(data)
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+
 TOOLS = st.sampled_from(["a", "b", "c", "d"])
-ARGUMENTS = st.sampled_from([{}, {"k": 1}, {"k": 1.0}, {"k": True}, {"k": 2}, {"k": "1"}, {"k": 1, "j": None}])
+ARGUMENTS = st.sampled_from([{}, {"k": 1}, {"k": 1.0}, {"k": True}, {"k": 2}, {"k": "1"}, {"k": 1, "j": None}]).flatmap(
+    lambda data: st.sampled_from([data, MappingProxyType(dict(data)), PlainMapping(data)])
+)
 
 
 @st.composite
-def tool_runs(draw):
-    alphabet = draw(st.integers(min_value=1, max_value=4))
-    tools = st.sampled_from(["a", "b", "c", "d"][:alphabet])
+def tool_runs(draw, names=("a", "b", "c", "d")):
+    alphabet = draw(st.integers(min_value=1, max_value=len(names)))
+    tools = st.sampled_from(names[:alphabet])
     count = draw(st.integers(min_value=1, max_value=6))
     ids = draw(st.lists(st.text("0123:x", min_size=1, max_size=3), min_size=count, max_size=count, unique=True))
     runs = {}
@@ -265,6 +285,12 @@ def outcome(function, runs):
 @settings(max_examples=600, deadline=None)
 @given(tool_runs())
 def test_it_matches_the_reference_implementation(runs):
+    assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tool_runs(names=("]", "^", "\\", "-", "é", "a b", "[", "$")))
+def test_tool_names_that_are_regex_syntax_change_nothing(runs):
     assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
@@ -291,3 +317,12 @@ def test_a_contained_sequence_is_its_own_lcs(longer, picks):
     chosen = tuple(tool for index, tool in enumerate(longer) if index % 2 == 0 or tool in picks)
     assert reference_lcs(chosen, tuple(longer)) == chosen
     assert lcs(chosen, tuple(longer)) == chosen
+
+
+def test_tool_codes_skip_the_surrogate_range():
+    codes = ToolCodes()
+    names = [f"tool-{index}" for index in range(0xD800 - 0x100 + 5)]
+    encoded = codes.encode(names)
+    assert not any(0xD800 <= ord(char) < 0xE000 for char in encoded)
+    assert len(set(encoded)) == len(names)
+    assert codes.decode(encoded) == tuple(names)
