@@ -183,7 +183,9 @@ def test_reading_needs_the_read_scope(api_client, operator, make_token):
     assert_error(api_client.get(f"{URL}/1"), 401)
 
 
-def test_a_run_with_its_steps(api_client, reader):
+@pytest.mark.parametrize("who", ["writer", "reader"])
+def test_owner_and_reader_open_a_run_with_its_steps(request, api_client, who):
+    reader = request.getfixturevalue(who)
     run_id = ingest(run_item(steps=[step_item("lookup_policy"), step_item("issue_refund", ok=False)])).created_ids[0]
     response = api_client.get(f"{URL}/{run_id}", token=reader)
     assert response.status_code == 200
