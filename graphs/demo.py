@@ -103,3 +103,11 @@ def seed_demo_graphs(*, actor: Actor) -> DemoGraphs:
         )
         workspace.refresh_from_db()
     return DemoGraphs(workspace, created)
+
+
+def seed_demo_graphs_step(ctx) -> str:
+    """The seed_demo step (accounts/management/commands/seed_demo.py): one summary line."""
+    result = seed_demo_graphs(actor=ctx.actor)
+    state = "created" if result.created else "already there"
+    active = result.workspace.active_revision
+    return f"graphs: workspace {DEMO_SLUG} {state}, active revision #{active.seq} {active.short_digest}"

@@ -19,6 +19,7 @@ from django.db import transaction
 from accounts.models import ApiToken, User
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create, audit_record
+from graphs.demo import seed_demo_graphs_step
 from trajectories.demo import seed_demo_runs
 
 DEMO_PASSWORD = "waymark-demo"
@@ -138,7 +139,8 @@ def seed_runs(ctx: SeedContext) -> str:
 
 
 SeedStep = Callable[[SeedContext], str]
-SEED_STEPS: list[SeedStep] = [seed_users, seed_agent_token, seed_runs]
+SEED_STEPS: list[SeedStep] = [seed_users, seed_agent_token, seed_runs, seed_demo_graphs_step]
+SEED_STEPS.append(__import__("procedures.demo", fromlist=["x"]).seed_demo_procedures_step)
 
 
 class Command(BaseCommand):
