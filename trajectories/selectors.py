@@ -10,7 +10,7 @@ from types import MappingProxyType
 from django.db.models import Exists, OuterRef, QuerySet
 from django.shortcuts import get_object_or_404
 
-from .core.steps import TrajectoryRun, TrajectoryStep
+from .core.steps import TrajectoryRun, TrajectoryStep, normalize_tool
 from .models import Run, Step
 
 MAX_PAGE_SIZE = 200
@@ -52,7 +52,7 @@ class RunFilters:
         if self.intent:
             runs = runs.filter(intent=self.intent)
         if self.tool:
-            runs = runs.filter(Exists(Step.objects.filter(run=OuterRef("pk"), tool=self.tool.strip().casefold())))
+            runs = runs.filter(Exists(Step.objects.filter(run=OuterRef("pk"), tool=normalize_tool(self.tool))))
         if self.q and self.q.strip():
             runs = runs.filter(task__icontains=self.q.strip())
         return runs

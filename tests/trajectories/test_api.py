@@ -160,6 +160,7 @@ def test_list_filters(api_client, reader):
     assert external_ids("source=other") == ["b"]
     assert external_ids("intent=cancel_order") == ["b"]
     assert external_ids("tool=notify") == ["c"]
+    assert external_ids("tool=%20Cancel_Order") == ["b"]  # the filter is normalized like stored tool names
     assert external_ids("tool=issue_refund") == ["a"]
     assert external_ids("q=blue%20SHOES") == ["a"]
     assert external_ids("outcome=success&source=test-agent") == ["c"]
