@@ -1,0 +1,133 @@
+"""The promotable registry (DESIGN.md §5): how reviews learns about the things it can activate.
+
+Each owning app (procedures, graphs, later intents) subclasses `PromotableKind` and calls `register_kind` from its
+AppConfig.ready. `reviews` runs the promotion policy; the kind describes candidates, reports their gate evidence,
+shows their diff and performs the activation. reviews never imports the owning apps.
+
+Ids crossing the registry are strings (a version pk, a revision pk) so one table can hold requests of every kind.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_APPROVALS_REQUIRED = 2
+
+
+class StaleActivation(Exception):
+    """The version a promotion replaces is no longer the active one: the request must be superseded."""
+
+    def __init__(self, *, parent_key: str, expected_active_id: str | None, actual_active_id: str | None) -> None:
+        super().__init__(
+            f"{parent_key}: the active version is {actual_active_id or 'none'}, "
+            f"not {expected_active_id or 'none'} as this request expected"
+        )
+        self.parent_key = parent_key
+        self.expected_active_id = expected_active_id
+        self.actual_active_id = actual_active_id
+
+
+class UnknownCandidate(LookupError):
+    """describe()/gate_evidence() of a candidate id the kind does not know."""
+
+
+@dataclass(frozen=True)
+class Description:
+    title: str
+    summary: str
+    url: str
+    parent_key: str
+    parent_label: str
+
+
+@dataclass(frozen=True)
+class GateEvidence:
+    """passing: True/False, or None when the candidate has no gate evidence at all (needs an admin override)."""
+
+    passing: bool | None
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    url: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"passing": self.passing, "summary": self.summary, "details": self.details, "url": self.url}
+
+
+@dataclass(frozen=True)
+class DiffView:
+    """What the item page shows under "what changes": a template included with this context (HTML-safe)."""
+
+    template: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+class PromotableKind(ABC):
+    """One kind of activatable artifact. Subclass, set `key` and `label`, implement the methods, register."""
+
+    key: str = ""
+    label: str = ""
+    approvals_required: int = DEFAULT_APPROVALS_REQUIRED
+
+    @abstractmethod
+    def describe(self, candidate_id: str) -> Description:
+        """Title, summary and link of a candidate and of its parent. UnknownCandidate when it does not exist."""
+
+    @abstractmethod
+    def current_active(self, parent_key: str) -> str | None:
+        """The id of the parent's active version, or None."""
+
+    @abstractmethod
+    def gate_evidence(self, candidate_id: str) -> GateEvidence:
+        """The measured gate of a candidate (replay report, evaluation), or passing=None when there is none."""
+
+    @abstractmethod
+    def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
+        """What changes when the candidate replaces `active_id`."""
+
+    @abstractmethod
+    def activate(self, *, actor: Any, candidate_id: str, expected_active_id: str | None) -> None:
+        """Move the parent's active pointer to the candidate INSIDE the caller's transaction (never a durable block
+        of its own): lock the parent row, raise StaleActivation when `expected_active_id` is no longer active, move
+        the pointer, write the owning app's audit event (actor is an accounts.services.Actor)."""
+
+    @abstractmethod
+    def rollback_target(self, parent_key: str) -> str | None:
+        """The id of the version that was active before the current one, or None."""
+
+    def history_url(self, parent_key: str) -> str:
+        """Where the parent lives in its own app (optional)."""
+        return ""
+
+
+_KINDS: dict[str, PromotableKind] = {}
+
+
+class UnknownKind(LookupError):
+    pass
+
+
+def register_kind(kind: PromotableKind) -> PromotableKind:
+    """Register (or re-register, as AppConfig.ready may run more than once) a kind under its key."""
+    if not kind.key:
+        raise ValueError("a promotable kind needs a key")
+    if kind.approvals_required < 1:
+        raise ValueError("a promotable kind needs at least one approval")
+    _KINDS[kind.key] = kind
+    return kind
+
+
+def unregister_kind(key: str) -> None:
+    _KINDS.pop(key, None)
+
+
+def get_kind(key: str) -> PromotableKind:
+    try:
+        return _KINDS[key]
+    except KeyError:
+        raise UnknownKind(f"no promotable kind {key!r}; known: {', '.join(sorted(_KINDS)) or 'none'}") from None
+
+
+def kinds() -> list[PromotableKind]:
+    return [_KINDS[key] for key in sorted(_KINDS)]
