@@ -32,6 +32,8 @@ class ProcedureStep:
     def __post_init__(self) -> None:
         if not isinstance(self.tool, str) or not self.tool.strip():
             raise ValueError("procedure tool is required")
+        if not isinstance(self.arguments, Mapping):
+            raise ValueError("procedure arguments must be a mapping")
         object.__setattr__(self, "arguments", freeze(self.arguments))
 
     def to_dict(self) -> dict[str, Any]:

@@ -196,6 +196,12 @@ def test_a_procedure_step_requires_a_tool():
         ProcedureStep("search")  # keyword-only
 
 
+@pytest.mark.parametrize("arguments", [None, ["q", "refund"], "q=refund"])
+def test_procedure_step_arguments_must_be_a_mapping(arguments):
+    with pytest.raises(ValueError, match=r"^procedure arguments must be a mapping$"):
+        ProcedureStep(tool="search", arguments=arguments)
+
+
 def test_procedure_step_arguments_are_frozen_recursively():
     step = ProcedureStep(tool="search", arguments={"filters": {"tags": ["a", "b"]}, "limit": 3})
     assert isinstance(step.arguments, MappingProxyType)
