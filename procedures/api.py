@@ -58,7 +58,7 @@ def list_active(request: HttpRequest, response: HttpResponse, intent: str | None
 @router.post(
     "/mine",
     auth=scoped("procedures:mine"),
-    response={200: MineOut, 201: MineOut, 401: Error, 403: Error, 409: Error, 422: Error},
+    response={200: MineOut, 201: MineOut, 400: Error, 401: Error, 403: Error, 409: Error, 422: Error},
     summary="Mine an intent's successful runs into a candidate version (operators)",
     description="201 with a new version and its queued replays; 200 when an identical version exists already. "
     "422 when mining cannot produce a version (too few successful runs, no shared step), with the reason.",
@@ -104,7 +104,7 @@ def list_versions(request: HttpRequest, procedure_id: int):
 @replays_router.post(
     "/claim",
     auth=scoped("evaluations:run"),
-    response={200: JobOut, 204: None, 401: Error, 403: Error, 422: Error},
+    response={200: JobOut, 204: None, 400: Error, 401: Error, 403: Error, 422: Error},
     summary="Lease the oldest open replay job (204 when there is none)",
 )
 def claim(request: HttpRequest, body: ClaimIn):
@@ -122,7 +122,7 @@ def claim(request: HttpRequest, body: ClaimIn):
 @replays_router.post(
     "/{job_id}/result",
     auth=scoped("evaluations:run"),
-    response={200: ResultOut, 201: ResultOut, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
+    response={200: ResultOut, 201: ResultOut, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
     summary="Answer a replay job with the run the agent produced (ingest format)",
     description="201 when the answer is counted; 200 when the job was answered already (the repeat is not counted "
     "again). 422 names the invalid fields and nothing is written; 409 when the job is past its deadline.",
