@@ -18,14 +18,17 @@ metrics add `regressions` (cases the active version passes and the candidate fai
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from trajectories.core import TrajectoryStep
 
 from .frozen import thaw
 from .gate import AT_LEAST, AT_MOST, NO_REGRESSION, MetricCheck
-from .lcs import is_subsequence
+from .lcs import ToolCodes, subsequence_pattern
 from .learn import ProcedureStep, align_leftmost
+
+_tool = attrgetter("tool")
 
 OFFLINE = "offline"
 LIVE = "live"
@@ -202,11 +205,14 @@ def replay_procedure(
         seen.add(case.case_id)
         if mode == OFFLINE and case.active_run is not None:
             raise ValueError("offline replay judges both versions on the recorded run: active_run must be empty")
+    codes = ToolCodes()
+    judge_candidate = Judge(procedure, codes, mode=mode)
+    judge_active = None if active is None else Judge(active, codes, mode=mode)
     results = tuple(
         CaseResult(
             case_id=case.case_id,
-            candidate=judge(procedure, case.run, mode=mode),
-            active=None if active is None else judge(active, _active_run(case, mode), mode=mode),
+            candidate=judge_candidate(case.run),
+            active=None if judge_active is None else judge_active(_active_run(case, mode)),
         )
         for case in cases
     )
@@ -217,34 +223,47 @@ def replay_procedure(
     return ReplayReport(mode=mode, cases=results, metrics=metrics, active_metrics=active_metrics)
 
 
-def judge(procedure: Sequence[ProcedureStep], run: CaseRun | None, *, mode: str) -> ArmResult:
-    if run is None:
-        return ArmResult(answered=False, passed=False)
-    tools = tuple(step.tool for step in procedure)
-    follows = is_subsequence(tools, [step.tool for step in run.steps])
-    succeeded = run.outcome == "success"
-    observed, retained = grounding_counts(procedure, run.steps)
-    return ArmResult(
-        answered=True,
-        passed=succeeded and (follows or mode == LIVE),
-        outcome=run.outcome,
-        follows=follows,
-        observed_arguments=observed,
-        retained_arguments=retained,
-        steps=len(run.steps),
-        tokens=run.tokens,
-        cost=run.cost,
-    )
+class Judge:
+    """Judges runs against one procedure: follows (one regex match on the run's tool codes, which also gives the
+    greedy leftmost alignment), passes, grounding, cost."""
+
+    def __init__(self, procedure: Sequence[ProcedureStep], codes: ToolCodes, *, mode: str) -> None:
+        self.procedure = tuple(procedure)
+        self.mode = mode
+        self.codes = codes
+        self.tools = tuple(step.tool for step in self.procedure)
+        self.aligned_match = subsequence_pattern(codes.encode(self.tools), capture=True).match
+        self.retained = sum(len(step.arguments) for step in self.procedure)
+
+    def __call__(self, run: CaseRun | None) -> ArmResult:
+        if run is None:
+            return ArmResult(answered=False, passed=False)
+        match = self.aligned_match(self.codes.encode(run.steps, _tool))
+        follows = match is not None
+        if follows:
+            aligned = [run.steps[start] for start, _ in match.regs[1:]]
+        else:
+            aligned = align_leftmost(self.tools, run.steps)
+        return ArmResult(
+            answered=True,
+            passed=run.outcome == "success" and (follows or self.mode == LIVE),
+            outcome=run.outcome,
+            follows=follows,
+            observed_arguments=observed_arguments(self.procedure, aligned) if self.retained else 0,
+            retained_arguments=self.retained,
+            steps=len(run.steps),
+            tokens=run.tokens,
+            cost=run.cost,
+        )
 
 
-def grounding_counts(procedure: Sequence[ProcedureStep], steps: Sequence[TrajectoryStep]) -> tuple[int, int]:
-    """(retained arguments observed with equal values at the aligned step, retained arguments in the procedure)."""
-    aligned = align_leftmost(tuple(step.tool for step in procedure), steps)
+def observed_arguments(procedure: Sequence[ProcedureStep], aligned: Sequence[TrajectoryStep]) -> int:
+    """Retained arguments seen with an equal value at the aligned step (steps past the alignment see nothing)."""
     observed = 0
     for wanted, step in zip(procedure, aligned, strict=False):
         present = step.arguments
         observed += sum(1 for key, value in wanted.arguments.items() if key in present and _same(present[key], value))
-    return observed, sum(len(step.arguments) for step in procedure)
+    return observed
 
 
 def summarize(arms: Sequence[ArmResult]) -> dict[str, float | int | None]:

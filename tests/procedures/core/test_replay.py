@@ -1,6 +1,8 @@
 """replay_procedure: every report dimension, regressions, counterexamples, unanswered cases, both modes."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from procedures.core import (
     DEFAULT_PROCEDURE_CHECKS,
@@ -224,3 +226,42 @@ def test_the_report_serializes_for_storage():
 def test_bad_input_is_rejected_with_a_clear_message(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --- the regex-based judge against a plain walk over the steps -----------------------------------------------------
+
+NAMES = st.sampled_from(["a", "b", "c", "]"])
+VALUES = st.sampled_from([1, 1.0, True, 2, "1"])
+
+
+def plain_judgement(procedure, run):
+    """follows and observed arguments by walking the steps: leftmost match after the previous match."""
+    position, observed, matched = 0, 0, 0
+    for wanted in procedure:
+        while position < len(run.steps) and run.steps[position].tool != wanted.tool:
+            position += 1
+        if position == len(run.steps):
+            break
+        present = run.steps[position].arguments
+        observed += sum(1 for key, value in wanted.arguments.items() if key in present and present[key] == value)
+        matched += 1
+        position += 1
+    return matched == len(procedure), observed
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(NAMES, st.dictionaries(st.sampled_from("kj"), VALUES, max_size=2)), min_size=1, max_size=5),
+    st.lists(st.tuples(NAMES, st.dictionaries(st.sampled_from("kj"), VALUES, max_size=2)), max_size=10),
+    st.sampled_from(["success", "failure", "unknown"]),
+)
+def test_follows_and_grounding_match_a_plain_walk_over_the_steps(procedure_rows, run_rows, outcome):
+    procedure = [ProcedureStep(tool=tool, arguments=arguments) for tool, arguments in procedure_rows]
+    run = CaseRun(outcome=outcome, steps=[step(i, tool, arguments) for i, (tool, arguments) in enumerate(run_rows)])
+    arm = replay_procedure(procedure, [ReplayCase(case_id="x", run=run)]).cases[0].candidate
+    follows, observed = plain_judgement(procedure, run)
+    assert arm.follows is follows
+    assert arm.observed_arguments == observed
+    assert arm.retained_arguments == sum(len(arguments) for _, arguments in procedure_rows)
+    assert arm.passed is (follows and outcome == "success")
+    assert arm.counterexample is (follows and outcome == "failure")
