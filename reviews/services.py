@@ -1,1 +1,636 @@
-"""services of reviews."""
+"""Every write in reviews: proposals, overrides, judgments, activation, rollback, queue leases and webhooks.
+
+The promotion policy (DESIGN.md §5) lives here; the owning app's activation runs through the promotable registry
+inside this module's transactions. Each public function is one durable transaction writing its audit event inside;
+webhook deliveries are outbox rows of the same transaction, sent by a Celery task enqueued on commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta
+from functools import partial
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import User
+from accounts.services import Actor, audit_record
+
+from .errors import Conflict, Invalid, NotAllowed, NotFound
+from .models import (
+    PENDING_STATUSES,
+    DeliveryStatus,
+    Judgment,
+    PromotionRequest,
+    PromotionStatus,
+    QueueLease,
+    Verdict,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from .registry import PromotableKind, StaleActivation, UnknownCandidate, UnknownKind, get_kind
+
+LEASE_DURATION = timedelta(minutes=5)
+MAX_TEXT = 5000
+WEBHOOK_MAX_ATTEMPTS = 6
+WEBHOOK_BASE_DELAY = timedelta(seconds=30)
+WEBHOOK_MAX_DELAY = timedelta(hours=1)
+WEBHOOK_TIMEOUT_SECONDS = 10
+WEBHOOK_CLAIM = timedelta(minutes=2)  # a claimed attempt not recorded by then may be tried again
+SIGNATURE_HEADER = "X-Waymark-Signature"
+
+
+def _after_expected_read(request: PromotionRequest) -> None:
+    """Runs between reading the expected active version and the owning app's locked check (a seam for race tests)."""
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------------
+def _text(value: str | None, *, what: str, code: str, required: bool = True) -> str:
+    text = (value or "").strip()
+    if required and not text:
+        raise Invalid(f"{what} is required", code=code)
+    if len(text) > MAX_TEXT:
+        raise Invalid(f"{what} has at most {MAX_TEXT} characters", code="too_long")
+    return text
+
+
+def _promotable(key: str) -> PromotableKind:
+    try:
+        return get_kind(key)
+    except UnknownKind as exc:
+        raise Invalid(str(exc), code="unknown_kind") from None
+
+
+def _user_of(actor: Actor) -> User | None:
+    user = actor.user
+    return user if user is not None and user.is_active else None
+
+
+def _require_admin(actor: Actor, what: str) -> User:
+    user = _user_of(actor)
+    if user is None or not user.is_admin:
+        raise NotAllowed(f"{what} needs the admin role", code="admin_required")
+    return user
+
+
+def _lock(request: PromotionRequest) -> PromotionRequest:
+    return PromotionRequest.objects.select_for_update(of=("self",)).get(pk=request.pk)
+
+
+def _close(request: PromotionRequest, status: PromotionStatus) -> None:
+    request.status = status
+    request.closed_at = timezone.now()
+    request.save(update_fields=["status", "closed_at"])
+    QueueLease.objects.filter(request=request).delete()
+
+
+def gate_satisfied(request: PromotionRequest) -> bool:
+    return request.gate_passing is True or request.is_overridden
+
+
+def _supersede(*, actor: Actor, request_id: int, active_id: str | None) -> None:
+    with transaction.atomic(durable=True):
+        locked = PromotionRequest.objects.select_for_update().get(pk=request_id)
+        if locked.is_pending:
+            before = locked.status
+            _close(locked, PromotionStatus.SUPERSEDED)
+            audit_record(
+                actor=actor,
+                verb="promotion.supersede",
+                target=locked,
+                before={"status": before, "replaces": locked.replaces_id},
+                after={"status": locked.status, "active": active_id},
+            )
+
+
+def _stale_conflict(request: PromotionRequest, active_id: str | None) -> Conflict:
+    return Conflict(
+        f"request #{request.pk} is stale: it replaces {request.replaces_id or 'nothing'} but the active version is "
+        f"{active_id or 'none'}; propose again against the new active version",
+        code="stale",
+        details={"request": request.pk, "replaces": request.replaces_id, "active": active_id},
+    )
+
+
+def _supersede_if_stale(*, actor: Actor, request: PromotionRequest) -> None:
+    """Before judging or overriding: a request whose replaced version is no longer active is superseded (409)."""
+    if not request.is_pending:
+        return
+    active = _promotable(request.kind).current_active(request.parent_key)
+    if active != request.replaces_id:
+        _supersede(actor=actor, request_id=request.pk, active_id=active)
+        raise _stale_conflict(request, active)
+
+
+def promotion_supersede_stale(*, actor: Actor, kind: str, parent_key: str) -> int:
+    """Supersede the pending requests of a parent whose replaced version is no longer active. Rows locked by
+    another transaction are skipped: that transaction finds the staleness itself. Returns how many."""
+    active = _promotable(kind).current_active(parent_key)
+    with transaction.atomic(durable=True):
+        stale = list(
+            PromotionRequest.objects.select_for_update(skip_locked=True)
+            .filter(kind=kind, parent_key=parent_key, status__in=PENDING_STATUSES)
+            .exclude(replaces_id=active)
+        )
+        for request in stale:
+            before = request.status
+            _close(request, PromotionStatus.SUPERSEDED)
+            audit_record(
+                actor=actor,
+                verb="promotion.supersede",
+                target=request,
+                before={"status": before, "replaces": request.replaces_id},
+                after={"status": request.status, "active": active},
+            )
+    return len(stale)
+
+
+# --- propose ---------------------------------------------------------------------------------------------------------
+def promotion_propose(
+    *, actor: Actor, kind: str, candidate_id: str, rationale: str, is_rollback: bool = False
+) -> PromotionRequest:
+    """A reviewer or operator proposes a candidate; the request records the version it replaces and the gate."""
+    user = _user_of(actor)
+    if user is None or not (user.is_reviewer or user.is_operator):
+        raise NotAllowed("proposing a promotion needs the reviewer or operator role", code="not_a_reviewer")
+    rationale = _text(rationale, what="a rationale", code="rationale_required")
+    promotable = _promotable(kind)
+    candidate_id = str(candidate_id).strip()
+    try:
+        description = promotable.describe(candidate_id)
+        gate = promotable.gate_evidence(candidate_id)
+    except UnknownCandidate as exc:
+        raise NotFound(str(exc) or f"no {kind} {candidate_id}", code="unknown_candidate") from None
+    active = promotable.current_active(description.parent_key)
+    if active == candidate_id:
+        raise Conflict(f"{description.title} is already the active version", code="already_active")
+    if is_rollback and promotable.rollback_target(description.parent_key) != candidate_id:
+        raise Invalid(f"{description.title} is not the previously active version", code="not_rollback_target")
+    try:
+        with transaction.atomic(durable=True):
+            request = PromotionRequest.objects.create(
+                kind=kind,
+                candidate_id=candidate_id,
+                parent_key=description.parent_key,
+                title=description.title[:200],
+                parent_label=description.parent_label[:200],
+                replaces_id=active,
+                is_rollback=is_rollback,
+                proposer=user,
+                rationale=rationale,
+                gate_snapshot=gate.as_json(),
+                required_approvals=promotable.approvals_required,
+            )
+            audit_record(
+                actor=actor,
+                verb="promotion.propose",
+                target=request,
+                after={
+                    "kind": kind,
+                    "candidate": candidate_id,
+                    "replaces": active,
+                    "is_rollback": is_rollback,
+                    "gate_passing": gate.passing,
+                },
+            )
+    except IntegrityError:
+        raise Conflict(f"{description.title} already has an open promotion request", code="already_open") from None
+    return request
+
+
+def promotion_withdraw(*, actor: Actor, request: PromotionRequest) -> PromotionRequest:
+    user = _user_of(actor)
+    if user is None or not (user.pk == request.proposer_id or user.is_admin):
+        raise NotAllowed("only the proposer or an admin may withdraw a request", code="not_the_proposer")
+    with transaction.atomic(durable=True):
+        locked = _lock(request)
+        if not locked.is_pending:
+            raise Conflict(f"request #{locked.pk} is {locked.status}", code="not_open")
+        _close(locked, PromotionStatus.WITHDRAWN)
+        audit_record(actor=actor, verb="promotion.withdraw", target=locked, after={"status": locked.status})
+    return locked
+
+
+# --- judge, override, apply ------------------------------------------------------------------------------------------
+def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, comment: str = "") -> PromotionRequest:
+    """One reviewer's independent verdict. A rejection (with a reason) rejects the request; the approval that meets
+    the policy applies the promotion in the same transaction. Stale requests become superseded (Conflict)."""
+    user = _user_of(actor)
+    if user is None or not user.is_reviewer:
+        raise NotAllowed("judging needs the reviewer role", code="not_a_reviewer")
+    if verdict not in Verdict.values:
+        raise Invalid(f"verdict must be one of {', '.join(Verdict.values)}", code="invalid_verdict")
+    comment = _text(comment, what="a reason for the rejection", code="reason_required", required=verdict == "reject")
+    if request.proposer_id == user.pk:
+        raise NotAllowed("the proposer of a request cannot judge it", code="proposer_cannot_judge")
+    _supersede_if_stale(actor=actor, request=request)
+    try:
+        with transaction.atomic(durable=True):
+            locked = _lock(request)
+            if not locked.is_pending:
+                raise Conflict(f"request #{locked.pk} is {locked.status}", code="not_open")
+            if Judgment.objects.filter(request=locked, reviewer=user).exists():
+                raise Conflict("you have already judged this request", code="already_judged")
+            Judgment.objects.create(request=locked, reviewer=user, verdict=verdict, comment=comment)
+            audit_record(
+                actor=actor,
+                verb="judgment.submit",
+                target=locked,
+                after={"reviewer": user.username, "verdict": verdict, "comment": comment},
+            )
+            if verdict == Verdict.REJECT:
+                before = locked.status
+                _close(locked, PromotionStatus.REJECTED)
+                audit_record(
+                    actor=actor,
+                    verb="promotion.reject",
+                    target=locked,
+                    before={"status": before},
+                    after={"status": locked.status},
+                )
+            else:
+                QueueLease.objects.filter(request=locked, holder=user).delete()
+                _advance(actor=actor, request=locked)
+    except StaleActivation as stale:
+        _supersede(actor=actor, request_id=request.pk, active_id=stale.actual_active_id)
+        raise _stale_conflict(request, stale.actual_active_id) from None
+    except IntegrityError:
+        raise Conflict("you have already judged this request", code="already_judged") from None
+    return locked
+
+
+def promotion_override(*, actor: Actor, request: PromotionRequest, reason: str) -> PromotionRequest:
+    """An admin accepts a failing or missing gate with a written reason (shown wherever the request is)."""
+    _require_admin(actor, "overriding a gate")
+    reason = _text(reason, what="a reason for the override", code="reason_required")
+    _supersede_if_stale(actor=actor, request=request)
+    try:
+        with transaction.atomic(durable=True):
+            locked = _lock(request)
+            if not locked.is_pending:
+                raise Conflict(f"request #{locked.pk} is {locked.status}", code="not_open")
+            if locked.gate_passing is True:
+                raise Invalid("the gate passes; there is nothing to override", code="gate_passing")
+            if locked.is_overridden:
+                raise Conflict("the gate of this request is already overridden", code="already_overridden")
+            locked.override_by = actor.user
+            locked.override_reason = reason
+            locked.overridden_at = timezone.now()
+            locked.save(update_fields=["override_by", "override_reason", "overridden_at"])
+            audit_record(
+                actor=actor,
+                verb="promotion.override",
+                target=locked,
+                before={"gate_passing": locked.gate_passing},
+                after={"override_by": actor.user.username, "reason": reason},
+            )
+            _advance(actor=actor, request=locked)
+    except StaleActivation as stale:
+        _supersede(actor=actor, request_id=request.pk, active_id=stale.actual_active_id)
+        raise _stale_conflict(request, stale.actual_active_id) from None
+    return locked
+
+
+def _advance(*, actor: Actor, request: PromotionRequest) -> None:
+    """Inside the caller's transaction, with the request locked: apply when the policy is met."""
+    approvals = request.judgments.filter(verdict=Verdict.APPROVE).count()
+    if approvals < request.required_approvals:
+        return
+    if gate_satisfied(request):
+        _apply(actor=actor, request=request)
+    elif request.status == PromotionStatus.OPEN:
+        request.status = PromotionStatus.APPROVED
+        request.save(update_fields=["status"])
+        audit_record(
+            actor=actor,
+            verb="promotion.approve",
+            target=request,
+            before={"status": PromotionStatus.OPEN},
+            after={"status": request.status, "waiting_for": "a passing gate or an admin override"},
+        )
+
+
+def _apply(*, actor: Actor, request: PromotionRequest) -> None:
+    """Inside the caller's transaction: the owning app moves its pointer (or raises StaleActivation), then the
+    request is applied, audited and announced through the outbox."""
+    expected = request.replaces_id
+    _after_expected_read(request)
+    _promotable(request.kind).activate(actor=actor, candidate_id=request.candidate_id, expected_active_id=expected)
+    now = timezone.now()
+    request.status = PromotionStatus.APPLIED
+    request.applied_at = request.closed_at = now
+    request.applied_by = actor.user
+    request.save(update_fields=["status", "applied_at", "closed_at", "applied_by"])
+    QueueLease.objects.filter(request=request).delete()
+    audit_record(
+        actor=actor,
+        verb="promotion.apply",
+        target=request,
+        before={"active": expected},
+        after={"active": request.candidate_id, "is_rollback": request.is_rollback},
+    )
+    _announce(actor=actor, request=request)
+
+
+def _announce(*, actor: Actor, request: PromotionRequest) -> None:
+    _outbox(request, actor)
+    transaction.on_commit(
+        partial(_supersede_after_commit, actor=actor, kind=request.kind, parent_key=request.parent_key)
+    )
+
+
+def _supersede_after_commit(*, actor: Actor, kind: str, parent_key: str) -> None:
+    promotion_supersede_stale(actor=actor, kind=kind, parent_key=parent_key)
+
+
+def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str) -> PromotionRequest:
+    """An admin alone puts the previously active version back, with a written reason; audited and announced."""
+    user = _require_admin(actor, "an emergency rollback")
+    reason = _text(reason, what="a reason for the rollback", code="reason_required")
+    promotable = _promotable(kind)
+    target = promotable.rollback_target(parent_key)
+    if target is None:
+        raise Conflict(f"{parent_key} has no previously active version to roll back to", code="no_rollback_target")
+    try:
+        description = promotable.describe(target)
+        gate = promotable.gate_evidence(target)
+    except UnknownCandidate as exc:
+        raise NotFound(str(exc), code="unknown_candidate") from None
+    active = promotable.current_active(parent_key)
+    now = timezone.now()
+    try:
+        with transaction.atomic(durable=True):
+            request = PromotionRequest.objects.create(
+                kind=kind,
+                candidate_id=target,
+                parent_key=parent_key,
+                title=description.title[:200],
+                parent_label=description.parent_label[:200],
+                replaces_id=active,
+                is_rollback=True,
+                proposer=user,
+                rationale=reason,
+                gate_snapshot=gate.as_json(),
+                override_by=user,
+                override_reason=reason,
+                overridden_at=now,
+                required_approvals=0,
+                status=PromotionStatus.APPLIED,
+                applied_by=user,
+                applied_at=now,
+                closed_at=now,
+            )
+            _after_expected_read(request)
+            promotable.activate(actor=actor, candidate_id=target, expected_active_id=active)
+            audit_record(
+                actor=actor,
+                verb="promotion.rollback_emergency",
+                target=request,
+                before={"active": active},
+                after={"active": target, "reason": reason},
+            )
+            _announce(actor=actor, request=request)
+    except StaleActivation as stale:
+        raise Conflict(
+            f"{parent_key} changed meanwhile (active is now {stale.actual_active_id or 'none'}); reload and retry",
+            code="stale",
+            details={"active": stale.actual_active_id},
+        ) from None
+    return request
+
+
+# --- queue leases ----------------------------------------------------------------------------------------------------
+def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
+    """Lease the next item for this reviewer: the one they already hold, else the oldest pending item they have not
+    judged, did not propose and nobody else holds. Leases last LEASE_DURATION. None when nothing is left.
+
+    Leases are queue bookkeeping, not a change of any reviewed state: they write no audit event."""
+    user = _user_of(actor)
+    if user is None or not user.is_reviewer:
+        raise NotAllowed("the review queue needs the reviewer role", code="not_a_reviewer")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        mine = (
+            QueueLease.objects.select_for_update()
+            .filter(holder=user, expires_at__gt=now, request__status__in=PENDING_STATUSES)
+            .select_related("request")
+        )
+        if kind:
+            mine = mine.filter(request__kind=kind)
+        held = mine.order_by("request__created_at").first()
+        if held is not None:
+            held.expires_at = now + LEASE_DURATION
+            held.save(update_fields=["expires_at"])
+            return held.request
+        free = (
+            PromotionRequest.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status__in=PENDING_STATUSES)
+            .filter(Q(lease__isnull=True) | Q(lease__expires_at__lte=now))
+            .exclude(proposer=user)
+            .exclude(judgments__reviewer=user)
+            .order_by("created_at", "id")
+        )
+        if kind:
+            free = free.filter(kind=kind)
+        request = free.first()
+        if request is None:
+            return None
+        QueueLease.objects.update_or_create(
+            request=request, defaults={"holder": user, "expires_at": now + LEASE_DURATION}
+        )
+    return request
+
+
+def queue_release(*, actor: Actor, request: PromotionRequest) -> None:
+    user = _user_of(actor)
+    if user is None:
+        raise NotAllowed("releasing a lease needs a user", code="not_a_reviewer")
+    with transaction.atomic(durable=True):
+        QueueLease.objects.filter(request=request, holder=user).delete()
+
+
+# --- webhooks --------------------------------------------------------------------------------------------------------
+def _outbox(request: PromotionRequest, actor: Actor) -> list[int]:
+    """Inside the change's transaction: one delivery row per active endpoint subscribed to the event."""
+    event = WebhookEvent.ROLLED_BACK if request.is_rollback else WebhookEvent.ACTIVATED
+    payload = {
+        "event": event.value,
+        "promotion": request.pk,
+        "kind": request.kind,
+        "candidate_id": request.candidate_id,
+        "parent_key": request.parent_key,
+        "replaced_id": request.replaces_id,
+        "is_rollback": request.is_rollback,
+        "applied_at": request.applied_at.isoformat() if request.applied_at else None,
+        "actor": actor.label,
+    }
+    endpoints = [e for e in WebhookEndpoint.objects.filter(active=True) if event.value in e.events]
+    deliveries = WebhookDelivery.objects.bulk_create(
+        [WebhookDelivery(endpoint=endpoint, event=event, payload=payload) for endpoint in endpoints]
+    )
+    ids = [delivery.pk for delivery in deliveries]
+    if ids:
+        transaction.on_commit(partial(_enqueue_deliveries, ids))
+    return ids
+
+
+def _enqueue_deliveries(ids: list[int], countdown: float = 0) -> None:
+    from .tasks import deliver_webhook
+
+    for delivery_id in ids:
+        if countdown:
+            deliver_webhook.apply_async(args=[delivery_id], countdown=countdown)
+        else:
+            deliver_webhook.delay(delivery_id)
+
+
+def webhook_body(payload: dict) -> bytes:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+
+
+def webhook_signature(secret: str, body: bytes) -> str:
+    """`sha256=<hex HMAC-SHA256 of the raw body with the endpoint's secret>`, sent in X-Waymark-Signature."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def webhook_backoff(attempts: int) -> timedelta:
+    """The wait after the `attempts`-th failed attempt: 30 s, 1 min, 2 min, … capped at an hour."""
+    return min(WEBHOOK_BASE_DELAY * (2 ** max(attempts - 1, 0)), WEBHOOK_MAX_DELAY)
+
+
+def _clean_url(url: str) -> str:
+    url = (url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid("the endpoint URL must be an http:// or https:// URL", code="invalid_url")
+    if len(url) > 500:
+        raise Invalid("the endpoint URL has at most 500 characters", code="too_long")
+    return url
+
+
+def webhook_endpoint_create(*, actor: Actor, url: str, events: list[str]) -> tuple[WebhookEndpoint, str]:
+    """Admins register an endpoint; returns it and its signing secret (shown to the admin once)."""
+    user = _require_admin(actor, "registering a webhook endpoint")
+    url = _clean_url(url)
+    events = sorted(set(events or []))
+    unknown = sorted(set(events) - set(WebhookEvent.values))
+    if not events or unknown:
+        raise Invalid(f"choose events among {', '.join(WebhookEvent.values)}", code="invalid_events")
+    secret = "whsec_" + secrets.token_urlsafe(32)
+    with transaction.atomic(durable=True):
+        endpoint = WebhookEndpoint.objects.create(url=url, secret=secret, events=events, created_by=user)
+        audit_record(actor=actor, verb="webhook_endpoint.create", target=endpoint, after={"url": url, "events": events})
+    return endpoint, secret
+
+
+def webhook_endpoint_set_active(*, actor: Actor, endpoint: WebhookEndpoint, active: bool) -> WebhookEndpoint:
+    _require_admin(actor, "changing a webhook endpoint")
+    with transaction.atomic(durable=True):
+        locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        if locked.active != active:
+            locked.active = active
+            locked.save(update_fields=["active"])
+            audit_record(
+                actor=actor,
+                verb="webhook_endpoint.set_active",
+                target=locked,
+                before={"active": not active},
+                after={"active": active},
+            )
+    return locked
+
+
+def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
+    with transaction.atomic(durable=True):
+        delivery = (
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .select_related("endpoint")
+            .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+            .first()
+        )
+        if delivery is None:
+            return None
+        delivery.attempts += 1
+        delivery.next_attempt_at = now + WEBHOOK_CLAIM
+        delivery.save(update_fields=["attempts", "next_attempt_at"])
+    return delivery
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str]:
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return None, str(getattr(exc, "reason", exc))[:500]
+
+
+def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> WebhookDelivery | None:
+    """Send one due delivery (outside any transaction), log the attempt, schedule a retry with backoff on failure.
+    None when the delivery is not due (sent, failed, claimed or waiting for its next attempt).
+
+    Delivery bookkeeping (attempt rows, statuses) writes no audit event: the attempt log is its record."""
+    now = now or timezone.now()
+    delivery = _claim(delivery_id, now)
+    if delivery is None:
+        return None
+    body = webhook_body(delivery.payload)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Waymark-Webhooks/1",
+        "X-Waymark-Event": delivery.event,
+        "X-Waymark-Delivery": str(delivery.pk),
+        SIGNATURE_HEADER: webhook_signature(delivery.endpoint.secret, body),
+    }
+    started = time.monotonic()
+    status_code, error = _post(delivery.endpoint.url, body, headers)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    ok = status_code is not None and 200 <= status_code < 300
+    finished = timezone.now()
+    retry_in: timedelta | None = None
+    with transaction.atomic(durable=True):
+        WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=delivery.attempts,
+            attempted_at=now,
+            status_code=status_code,
+            error=error,
+            duration_ms=duration_ms,
+        )
+        delivery.last_status_code = status_code
+        delivery.last_error = error
+        if ok:
+            delivery.status = DeliveryStatus.SENT
+            delivery.sent_at = finished
+        elif delivery.attempts >= WEBHOOK_MAX_ATTEMPTS:
+            delivery.status = DeliveryStatus.FAILED
+        else:
+            retry_in = webhook_backoff(delivery.attempts)
+            delivery.next_attempt_at = now + retry_in
+        delivery.save(update_fields=["last_status_code", "last_error", "status", "sent_at", "next_attempt_at"])
+        if retry_in is not None:
+            transaction.on_commit(partial(_enqueue_deliveries, [delivery.pk], retry_in.total_seconds()))
+    return delivery
+
+
+def webhook_deliveries_due(now: datetime | None = None, limit: int = 100) -> list[int]:
+    """Pending deliveries whose next attempt is due (for the periodic sweep that recovers lost retries)."""
+    now = now or timezone.now()
+    return list(
+        WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:limit]
+    )
