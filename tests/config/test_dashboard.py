@@ -131,3 +131,19 @@ def test_outsiders_are_sent_to_the_login_page(client, outsider, who):
 
 def test_the_health_check_still_answers(client, db):
     assert client.get("/healthz").status_code == 200
+
+
+def test_pages_say_when_the_scripted_model_answers(operator, settings):
+    settings.ANTHROPIC_API_KEY = ""
+    assert b"scripted demo model answers" in logged_in(operator).get(DASHBOARD).content
+
+    settings.ANTHROPIC_API_KEY = "sk-ant-test"
+    assert b"scripted demo model answers" not in logged_in(operator).get(DASHBOARD).content
+
+
+def test_the_navigation_marks_the_current_page_and_shows_audit_to_admins_only(operator, admin_user):
+    page = logged_in(operator).get(DASHBOARD).content.decode()
+    assert 'href="/" aria-current="page"' in page
+    assert reverse("accounts:audit") not in page
+
+    assert reverse("accounts:audit") in logged_in(admin_user).get(DASHBOARD).content.decode()
