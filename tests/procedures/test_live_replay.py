@@ -83,3 +83,14 @@ def test_after_the_deadline_unanswered_cases_are_reported_and_never_pass(live, d
 def test_before_the_deadline_an_incomplete_replay_keeps_running(live):
     assert services.replay_live_settle(replay=live, now=timezone.now()).status == ReplayStatus.RUNNING
     assert services.overdue_live_replays(now=live.deadline + timedelta(seconds=1)) == [live.pk]
+
+
+def test_the_beat_task_settles_overdue_live_replays(live, django_capture_on_commit_callbacks):
+    from procedures.tasks import settle_overdue_replays
+
+    type(live).objects.filter(pk=live.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert settle_overdue_replays() == 1
+    live.refresh_from_db()
+    assert live.status == ReplayStatus.DONE and live.gate_report["passed"] is False
+    assert set(live.report["unanswered"]) == set(live.held_out_run_ids)

@@ -50,6 +50,9 @@ def test_outsiders_are_sent_to_log_in(client, outsider, mined):
         assert client.get(url).status_code == 302
         assert reverse("accounts:login") in logged_in(outsider).get(url)["Location"]
     assert client.post(MINE, {"intent": REFUND}).status_code in (302, 403)
+    activate = reverse("procedures:activate", args=[mined.pk])
+    assert client.post(activate, {"expected_revision": 0}).status_code in (302, 403)
+    assert Procedure.objects.get().active_version_id is None
     assert ProcedureVersion.objects.count() == 1
 
 

@@ -155,3 +155,39 @@ def test_lease_length_is_bounded():
         claim(lease=0)
     with pytest.raises(ValueError, match="lease_seconds"):
         claim(lease=job_services.MAX_LEASE_SECONDS + 1)
+
+
+def test_the_beat_task_reaps_through_the_service():
+    from trajectories.jobs import reap_job_leases
+
+    queue(1, deadline=timezone.now() - timedelta(seconds=1))
+    assert reap_job_leases() == {"requeued": 0, "expired": 1}
+
+
+@pytest.mark.postgres
+def test_concurrent_claimers_never_share_a_job(transactional_db):
+    import threading
+
+    from django.db import connection
+
+    queue(6)
+    claimed, errors = [], []
+
+    def worker(name):
+        try:
+            for _ in range(3):
+                job = claim(name)
+                if job is not None:
+                    claimed.append(job.pk)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(f"w{n}",)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(claimed) == len(set(claimed)) == 6
