@@ -1,0 +1,204 @@
+"""Webhooks: outbox rows in the activation's transaction, HMAC-SHA256 signatures, retries with backoff, attempt log.
+
+The receiving endpoint is a real HTTP server on 127.0.0.1 in a thread (loopback only)."""
+
+import hashlib
+import hmac
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from reviews import services
+from reviews.errors import Invalid, NotAllowed
+from reviews.models import DeliveryStatus, PromotionStatus, WebhookAttempt, WebhookDelivery
+
+from .conftest import act
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.received: list[tuple[dict, bytes]] = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.received.append((dict(self.headers), body))
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    server = Receiver()
+    yield server
+    server.close()
+
+
+def approve_twice(request, first, second):
+    services.judgment_submit(actor=act(first), request=request, verdict="approve")
+    return services.judgment_submit(actor=act(second), request=request, verdict="approve")
+
+
+@pytest.mark.django_db
+def test_only_an_admin_registers_an_endpoint_for_known_events(admin_user, reviewer):
+    with pytest.raises(NotAllowed):
+        services.webhook_endpoint_create(actor=act(reviewer), url="http://127.0.0.1:9/", events=["promotion.activated"])
+    with pytest.raises(Invalid):
+        services.webhook_endpoint_create(actor=act(admin_user), url="ftp://x/", events=["promotion.activated"])
+    with pytest.raises(Invalid):
+        services.webhook_endpoint_create(actor=act(admin_user), url="http://127.0.0.1:9/", events=["nope"])
+    endpoint, secret = services.webhook_endpoint_create(
+        actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"]
+    )
+    assert secret.startswith("whsec_") and endpoint.secret == secret
+
+
+@pytest.mark.django_db
+def test_an_activation_is_delivered_with_a_signature_that_verifies_with_the_shared_secret(
+    fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, django_capture_on_commit_callbacks
+):
+    _, secret = services.webhook_endpoint_create(
+        actor=act(admin_user), url=receiver.url, events=["promotion.activated", "promotion.rolled_back"]
+    )
+    fake_kind.add("v1")
+    request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
+    with django_capture_on_commit_callbacks(execute=True):
+        request = approve_twice(request, reviewer, second_reviewer)
+    assert request.status == PromotionStatus.APPLIED
+    assert len(receiver.received) == 1
+    headers, body = receiver.received[0]
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["X-Waymark-Signature"], expected)
+    assert headers["X-Waymark-Event"] == "promotion.activated"
+    wrong = "sha256=" + hmac.new(b"another secret", body, hashlib.sha256).hexdigest()
+    assert headers["X-Waymark-Signature"] != wrong
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 1
+    assert delivery.payload["candidate_id"] == "v1" and delivery.payload["promotion"] == request.pk
+
+
+@pytest.mark.django_db
+def test_an_endpoint_not_subscribed_to_the_event_gets_nothing(
+    fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, django_capture_on_commit_callbacks
+):
+    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
+    fake_kind.add("v1")
+    request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_twice(request, reviewer, second_reviewer)
+    assert receiver.received == []
+    assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_failing_endpoint_is_retried_with_backoff_and_every_attempt_is_logged(
+    fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, django_capture_on_commit_callbacks
+):
+    receiver.status = 500
+    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.activated"])
+    fake_kind.add("v1")
+    request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_twice(request, reviewer, second_reviewer)
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
+    assert delivery.last_status_code == 500
+    first_wait = delivery.next_attempt_at - delivery.attempt_log.get().attempted_at
+    assert first_wait == services.webhook_backoff(1) == timedelta(seconds=30)
+
+    # Not due yet: nothing is sent.
+    assert services.webhook_delivery_attempt(delivery_id=delivery.pk) is None
+    assert len(receiver.received) == 1
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+    delivery.refresh_from_db()
+    assert delivery.attempts == 2 and len(receiver.received) == 2
+    second = WebhookAttempt.objects.get(delivery=delivery, number=2)
+    assert delivery.next_attempt_at - second.attempted_at == timedelta(seconds=60)
+
+    receiver.status = 204
+    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 3
+    assert list(delivery.attempt_log.values_list("number", "status_code")) == [(1, 500), (2, 500), (3, 204)]
+
+
+@pytest.mark.django_db
+def test_a_delivery_gives_up_after_the_last_attempt(admin_user, receiver):
+    receiver.status = 503
+    endpoint, _ = services.webhook_endpoint_create(
+        actor=act(admin_user), url=receiver.url, events=["promotion.activated"]
+    )
+    delivery = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"x": 1})
+    for _ in range(services.WEBHOOK_MAX_ATTEMPTS):
+        delivery.refresh_from_db()
+        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert delivery.attempt_log.count() == services.WEBHOOK_MAX_ATTEMPTS
+    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at) is None
+
+
+@pytest.mark.django_db
+def test_an_unreachable_endpoint_is_logged_as_an_error(admin_user):
+    endpoint, _ = services.webhook_endpoint_create(
+        actor=act(admin_user), url="http://127.0.0.1:9/closed", events=["promotion.activated"]
+    )
+    delivery = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={})
+    services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    attempt = WebhookAttempt.objects.get(delivery=delivery)
+    assert attempt.status_code is None and attempt.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_transaction_sends_nothing(
+    fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, monkeypatch
+):
+    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.activated"])
+    fake_kind.add("v1")
+    request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
+    services.judgment_submit(actor=act(reviewer), request=request, verdict="approve")
+    real_outbox = services._outbox
+
+    def outbox_then_fail(*args, **kwargs):
+        assert real_outbox(*args, **kwargs)  # the delivery row is written …
+        raise RuntimeError("failure after the outbox row, inside the transaction")
+
+    monkeypatch.setattr(services, "_outbox", outbox_then_fail)
+    with pytest.raises(RuntimeError):
+        services.judgment_submit(actor=act(second_reviewer), request=request, verdict="approve")
+    assert not WebhookDelivery.objects.exists()  # … and rolled back with everything else
+    assert receiver.received == []
+    request.refresh_from_db()
+    assert request.status == PromotionStatus.OPEN
+    assert fake_kind.current_active("p1") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_activation_is_delivered_after_commit(
+    fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver
+):
+    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
+    for version in ("v0", "v1"):
+        fake_kind.add(version)
+        fake_kind.seed_active(version)
+    services.rollback_emergency(actor=act(admin_user), kind="fake", parent_key="p1", reason="v1 loops")
+    assert len(receiver.received) == 1
+    assert receiver.received[0][0]["X-Waymark-Event"] == "promotion.rolled_back"
