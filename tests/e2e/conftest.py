@@ -22,10 +22,12 @@ PLUGIN_DEPRECATION = "ignore:Session-scoped fixtures defined as instance methods
 
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/e2e is a browser test (marker `e2e`, select or skip them with -m)."""
+    filtering = config.pluginmanager.has_plugin("warnings")
     for item in items:
         if HERE in Path(item.path).parents:
             item.add_marker(pytest.mark.e2e)
-            item.add_marker(pytest.mark.filterwarnings(PLUGIN_DEPRECATION))
+            if filtering:
+                item.add_marker(pytest.mark.filterwarnings(PLUGIN_DEPRECATION))
 
 
 @pytest.fixture(scope="session")
