@@ -102,9 +102,11 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
         "replays": replays,
         "active_metrics": active_metrics,
         "can_activate": can_activate,
+        "replays_open": any(view.replay.status in ("queued", "running") for view in page.replays),
         "activate_form": ActivateForm(initial={"expected_revision": page.procedure.revision}),
-        "mine_form": MineForm(initial={"intent": page.procedure.title}),
     }
+    if request.htmx:
+        return render(request, "procedures/version.html#replays-section", context)
     return render(request, "procedures/version.html", context)
 
 

@@ -180,6 +180,16 @@ def test_replay_endpoints_need_the_scope_and_a_known_job(api_client, make_token,
     assert_error(api_client.post(result_url(unclaimed.pk), {"run": refund_run()}, token=token), 409, "job_closed")
 
 
+def test_an_inactive_users_evaluation_token_is_refused(api_client, make_token, viewer, live_replay):
+    token = make_token(viewer, "evaluations:run")
+    viewer.is_active = False
+    viewer.save()
+    assert_error(api_client.post(CLAIM, {}, token=token), 401)
+    job = Job.objects.order_by("id").first()
+    assert_error(api_client.post(result_url(job.pk), {"run": refund_run()}, token=token), 401)
+    assert not Job.objects.exclude(status="queued").exists()
+
+
 def test_claim_answers_204_when_no_job_is_open(api_client, make_token, viewer, db):
     response = api_client.post(CLAIM, {}, token=make_token(viewer, "evaluations:run"))
     assert response.status_code == 204 and ReplayRun.objects.count() == 0

@@ -140,3 +140,14 @@ def test_page_queries_stay_fixed(viewer, admin_user, size, django_assert_max_num
         assert client.get(LIST).status_code == 200
     with django_assert_max_num_queries(12):
         assert client.get(version_url(candidate)).status_code == 200
+
+
+def test_a_running_replay_section_refreshes_itself_as_an_htmx_fragment(viewer, mined):
+    candidate = stored_version(mined.procedure, "lookup_policy", "y", number=2, status="candidate")
+    queued_replay(candidate, compared_with=None, held_out=mined.held_out_run_ids)
+    client = logged_in(viewer)
+    page = client.get(version_url(candidate)).content.decode()
+    assert 'hx-trigger="every 3s"' in page
+    fragment = client.get(version_url(candidate), headers={"HX-Request": "true"}).content.decode()
+    assert fragment.lstrip().startswith('<div id="replays"') and "<html" not in fragment
+    assert 'hx-trigger="every 3s"' not in client.get(version_url(mined)).content.decode()
