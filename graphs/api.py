@@ -15,7 +15,7 @@ from config.errors import ApiError, Error
 from graphs.core import GraphError
 from llm.core import ModelError
 
-from . import selectors, services
+from . import cache, selectors, services
 from .guidance import NoActiveGraph, workspace_guidance
 from .schemas import (
     GraphRevisionOut,
@@ -101,14 +101,16 @@ def active_graph(request: HttpRequest, ws: str):
     etag = f'"{summary["digest"]}"'
     if if_none_match and ({etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
         return _active_headers(HttpResponse(status=304), summary)
-    graph = selectors.graph_at(summary["id"], summary["digest"])
-    body = {
-        "workspace": card["slug"],
-        **_summary_out(summary),
-        "created_at": summary["created_at"].isoformat().replace("+00:00", "Z"),
-        "graph": graph.to_refiner_json(),
-    }
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    content = cache.bodies.get(summary["id"])
+    if content is None:  # a revision never changes: its encoded body is kept per process
+        graph = selectors.graph_at(summary["id"], summary["digest"])
+        body = {
+            "workspace": card["slug"],
+            **_summary_out(summary),
+            "created_at": summary["created_at"].isoformat().replace("+00:00", "Z"),
+            "graph": graph.to_refiner_json(),
+        }
+        content = cache.bodies.put(summary["id"], json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
     return _active_headers(HttpResponse(content, content_type="application/json"), summary)
 
 

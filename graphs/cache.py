@@ -1,16 +1,20 @@
 """Caches of the guidance path (Redis in production): what a guidance call costs is its neighbourhood, not the graph.
 
-- The workspace card (id, slug, task description, active revision with its refiner-shape graph) per slug, dropped on
-  commit whenever the active pointer moves, and kept at most ACTIVE_TTL seconds in any case.
+- The workspace card (id, slug, task description, active revision summary) per slug, dropped on commit whenever the
+  active pointer moves and kept at most ACTIVE_TTL seconds in any case; each process reuses the card it read for at
+  most CARD_LOCAL_SECONDS (1 s) before asking the shared cache again, so a pointer move reaches every process within
+  a second.
 - Exact revision refs (a seq number or a full digest) per workspace: immutable, since chains are append-only.
 - Serialized contexts keyed by (graph digest, node, hops, include_relations): content-addressed, never stale.
-- Parsed graphs: a small per-process LRU keyed by digest, so a document is parsed once per digest per process.
+- Parsed graphs: a small per-process LRU keyed by digest, so a document is parsed once per digest per process; recent
+  contexts and encoded active-graph bodies (immutable per revision) are kept per process in front of the shared cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +24,7 @@ from django.core.cache import cache
 from graphs.core import Graph, serialize_context, sha256_digest
 
 ACTIVE_TTL = 60
+CARD_LOCAL_SECONDS = 1.0
 IMMUTABLE_TTL = 24 * 3600
 GRAPH_LRU_SIZE = 16
 _PREFIX = "graphs:v1"
@@ -29,16 +34,55 @@ def active_key(slug: str) -> str:
     return f"{_PREFIX}:card:{slug}"
 
 
+class _RecentCards:
+    """Slug → (card, fetched at): each process reuses a card for at most CARD_LOCAL_SECONDS before asking again."""
+
+    def __init__(self) -> None:
+        self._cards: dict[str, tuple[dict[str, Any], float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, slug: str) -> dict[str, Any] | None:
+        found = self._cards.get(slug)
+        if found is None or time.monotonic() - found[1] > CARD_LOCAL_SECONDS:
+            return None
+        return found[0]
+
+    def put(self, slug: str, card: dict[str, Any]) -> None:
+        with self._lock:
+            if len(self._cards) >= 1024:
+                self._cards.clear()
+            self._cards[slug] = (card, time.monotonic())
+
+    def forget(self, slug: str) -> None:
+        with self._lock:
+            self._cards.pop(slug, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cards.clear()
+
+
+recent_cards = _RecentCards()
+
+
 def get_card(slug: str) -> dict[str, Any] | None:
-    return cache.get(active_key(slug))
+    card = recent_cards.get(slug)
+    if card is None:
+        card = cache.get(active_key(slug))
+        if card is not None:
+            recent_cards.put(slug, card)
+    return card
 
 
 def set_card(slug: str, card: dict[str, Any]) -> None:
     cache.set(active_key(slug), card, ACTIVE_TTL)
+    recent_cards.put(slug, card)
 
 
 def forget_active(slug: str) -> None:
+    """On commit of a pointer move: the shared entry goes at once; other processes' copies within a second."""
     cache.delete(active_key(slug))
+    recent_cards.forget(slug)
 
 
 def _ref_key(workspace_id: int, ref: str) -> str:
@@ -53,39 +97,62 @@ def set_ref(workspace_id: int, ref: str, summary: dict[str, Any]) -> None:
     cache.set(_ref_key(workspace_id, ref), summary, IMMUTABLE_TTL)
 
 
-class GraphLRU:
-    """Digest → parsed Graph, at most `size` graphs, thread-safe."""
+class LRU:
+    """A small thread-safe per-process LRU for immutable values (keyed by content digests or revision ids)."""
 
-    def __init__(self, size: int = GRAPH_LRU_SIZE) -> None:
+    def __init__(self, size: int) -> None:
         self.size = size
-        self._graphs: OrderedDict[str, Graph] = OrderedDict()
+        self._items: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
-        self.misses = 0
 
-    def get(self, digest: str, load_document: Callable[[], Any]) -> Graph:
+    def get(self, key: Any) -> Any:
         with self._lock:
-            graph = self._graphs.get(digest)
-            if graph is not None:
-                self._graphs.move_to_end(digest)
-                return graph
-        document = load_document()
-        if sha256_digest(document) != digest:
-            raise ValueError(f"the stored document of revision {digest[:12]} does not match its digest")
-        graph = Graph.from_document(document)
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> Any:
         with self._lock:
-            self.misses += 1
-            self._graphs[digest] = graph
-            self._graphs.move_to_end(digest)
-            while len(self._graphs) > self.size:
-                self._graphs.popitem(last=False)
-        return graph
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
 
     def clear(self) -> None:
         with self._lock:
-            self._graphs.clear()
+            self._items.clear()
+
+
+class GraphLRU(LRU):
+    """Digest → parsed Graph, at most `size` graphs: a document is parsed once per digest per process."""
+
+    def __init__(self, size: int = GRAPH_LRU_SIZE) -> None:
+        super().__init__(size)
+        self.misses = 0
+
+    def graph(self, digest: str, load_document: Callable[[], Any]) -> Graph:
+        graph = self.get(digest)
+        if graph is not None:
+            return graph
+        document = load_document()
+        if sha256_digest(document) != digest:
+            raise ValueError(f"the stored document of revision {digest[:12]} does not match its digest")
+        self.misses += 1
+        return self.put(digest, Graph.from_document(document))
 
 
 graphs = GraphLRU()
+# Serialized contexts and encoded active-graph bodies are immutable too: a process keeps the recent ones in memory
+# in front of the shared cache, so a warm guidance call makes one cache round trip (the workspace card).
+contexts = LRU(1024)
+bodies = LRU(64)
+
+
+def clear_local() -> None:
+    for local in (graphs, contexts, bodies, recent_cards):
+        local.clear()
 
 
 def _context_key(digest: str, node_id: str | None, hops: int, include_relations: bool) -> str:
@@ -98,9 +165,12 @@ def serialized_context(
 ) -> tuple[str, str | None]:
     """(context, neighbourhood digest) of N_hops(node_id), or of the whole graph when node_id is None."""
     key = _context_key(digest, node_id, 0 if node_id is None else hops, include_relations)
+    found = contexts.get(key)
+    if found is not None:
+        return found
     found = cache.get(key)
     if found is not None:
-        return found[0], found[1]
+        return contexts.put(key, (found[0], found[1]))
     if node_id is None:
         value = (serialize_context(graph, None, include_relations=include_relations), None)
     else:
@@ -109,4 +179,4 @@ def serialized_context(
             graph.neighborhood(node_id, hops).digest,
         )
     cache.set(key, value, IMMUTABLE_TTL)
-    return value
+    return contexts.put(key, value)

@@ -128,7 +128,7 @@ def workspace_card(slug: str) -> dict[str, Any]:
 
 def graph_at(revision_id: int, digest: str) -> Graph:
     """The parsed graph of a revision: one query the first time per digest per process, none after."""
-    return cache.graphs.get(digest, lambda: Revision.objects.values_list("document", flat=True).get(pk=revision_id))
+    return cache.graphs.graph(digest, lambda: Revision.objects.values_list("document", flat=True).get(pk=revision_id))
 
 
 def graph_of(revision: Revision) -> Graph:

@@ -1,0 +1,371 @@
+#!/usr/bin/env python
+"""Guidance benchmarks: (a) raw localized guidance (core Guide, raw_subgraph) on graphs of 10 to 10,000 nodes, time
+per call as a ratio to the 10-node graph (must stay flat: the cost follows the neighbourhood, not the graph);
+(b) GET /api/v1/graphs/{ws}/active (200 and 304) and raw POST …/guidance through the whole stack (gunicorn on
+127.0.0.1, PostgreSQL, Redis cache) against a trivial JSON endpoint on the same stack: requests/s as a ratio with
+p50/p99 latency.
+
+The trivial endpoint lives in this script's own URLconf (`/bench/ping`, a JsonResponse through the same middleware);
+the gunicorn workers load `guidance:wsgi_app()` from this file, which serves that URLconf in front of config.urls.
+The baseline is `/bench/api/ping`: a trivial ninja operation behind the same bearer-token auth (one token lookup),
+so the ratio isolates what graphs add; the unauthenticated `/bench/ping` is printed beside it for context.
+Nothing listens beyond 127.0.0.1 and every request count is bounded; the script starts and stops its own gunicorn.
+
+Usage: .venv/bin/python bench/guidance.py [--quick] [--core-only]
+(DATABASE_URL names the PostgreSQL server, default 127.0.0.1:5432; WAYMARK_BENCH_REDIS_URL the Redis database,
+default redis://127.0.0.1:6379/7)
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BENCH_DATABASE = "waymark_bench"
+SIZES = (10, 100, 1_000, 10_000)
+OUT_DEGREE = 3
+WORKSPACE = "two-hop-qa"
+CLIENT_THREADS = 4
+GUNICORN_WORKERS = 2
+BASELINE = "trivial JSON, token auth"
+
+
+# -- (a) the core Guide ----------------------------------------------------------------------------------------------
+
+
+def chain_graph(size: int):
+    """Start → t0 → … → End, each tool leading to the next OUT_DEGREE tools: N_2 has the same size at any scale."""
+    from graphs.core import END, START, Edge, Graph, Node
+
+    tools = [f"t{i}" for i in range(size - 2)]
+    nodes = [Node(START, "STATUS", "Task start"), Node(END, "STATUS", "Task end")]
+    nodes += [Node(t, "ACTION", f"tool number {i}") for i, t in enumerate(tools)]
+    attributes = {"condition": "the previous step succeeded", "guidance": "call it with the id", "pitfalls": None}
+    edges = [Edge(START, "LEADS_TO", tools[0], attributes)]
+    for i, tool in enumerate(tools):
+        targets = tools[i + 1 : i + 1 + OUT_DEGREE] or [END]
+        edges += [Edge(tool, "LEADS_TO", target, attributes) for target in targets]
+    return Graph(nodes=nodes, edges=tuple(edges))
+
+
+def bench_core(calls: int, repeats: int) -> dict[int, tuple[float, int]]:
+    """Best time per call of each size; sizes interleaved in every repeat so they share the machine's load."""
+    from graphs.core import GuidanceConfig, Guide
+
+    guides = {}
+    for size in SIZES:
+        graph = chain_graph(size)
+        # the middle tool, or the last one whose 2-hop neighbourhood is complete on the smallest graph
+        middle = f"t{max(0, min((size - 2) // 2, size - 3 - 2 * OUT_DEGREE))}"
+        steps = [{"action": "t0", "args": {"id": 1}, "observation": "ok"}, {"action": middle, "args": {"id": 2}}]
+        guide = Guide(graph, config=GuidanceConfig(mode="raw_subgraph", hops=2))
+        for _ in range(20):  # warm-up: adjacency is computed once per graph, lazily
+            guide.guidance("what next?", steps)
+        guides[size] = (guide, steps)
+    best = dict.fromkeys(SIZES, float("inf"))
+    for _ in range(repeats):
+        for size, (guide, steps) in guides.items():
+            started = time.perf_counter()
+            for _ in range(calls):
+                guide.guidance("what next?", steps)
+            best[size] = min(best[size], (time.perf_counter() - started) / calls)
+            guide.guidance_log.clear()
+            guide.visited.clear()
+    return {size: (best[size], len(guides[size][0].graph.edges)) for size in SIZES}
+
+
+def report_core(per_call: dict[int, tuple[float, int]], calls: int) -> None:
+    base = per_call[SIZES[0]][0]
+    print(f"(a) raw localized guidance, core Guide (raw_subgraph, hops 2), best of {calls} calls per size")
+    print(f"    {'nodes':>7} {'edges':>7} {'µs/call':>9} {'ratio to 10 nodes':>18}")
+    for size, (seconds, edges) in per_call.items():
+        print(f"    {size:>7,} {edges:>7,} {seconds * 1e6:>9.1f} {seconds / base:>18.2f}")
+
+
+# -- (b) the whole stack ---------------------------------------------------------------------------------------------
+
+
+def _bench_urls() -> tuple[str, str]:
+    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
+    parts = urlsplit(server)
+    return urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
+
+
+def stack_environment() -> dict[str, str]:
+    database, _ = _bench_urls()
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "DATABASE_URL": database,
+        "REDIS_URL": os.environ.get("WAYMARK_BENCH_REDIS_URL", "redis://127.0.0.1:6379/7"),
+        "WAYMARK_DEBUG": "false",
+        "WAYMARK_VAR_DIR": os.environ.get("WAYMARK_BENCH_VAR_DIR", "/tmp/waymark-bench-guidance"),
+        "WAYMARK_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench")]),
+    }
+
+
+def _ensure_database() -> None:
+    import psycopg
+
+    _, admin = _bench_urls()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
+
+
+def prepare_stack() -> str:
+    """Migrate the bench database, seed the demo workspace and return a fresh token (graphs:read, graphs:guide)."""
+    _ensure_database()
+    os.environ.update(stack_environment())
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.cache import cache
+    from django.core.management import call_command
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        sys.exit("bench/guidance.py needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
+    call_command("migrate", verbosity=0)
+    from accounts.models import User
+    from accounts.services import Actor, api_token_create
+    from graphs.demo import seed_demo_graphs
+
+    seed_demo_graphs(actor=Actor.system())
+    cache.clear()
+    user = User.objects.filter(username="bench-agent").first() or User.objects.create_user("bench-agent")
+    _, token = api_token_create(
+        actor=Actor.system(), user=user, name=f"bench {uuid.uuid4().hex[:6]}", scopes=["graphs:read", "graphs:guide"]
+    )
+    return token
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_gunicorn(port: int) -> subprocess.Popen:
+    command = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "guidance:wsgi_app()",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(GUNICORN_WORKERS),
+        "--log-level",
+        "warning",
+        "--chdir",
+        str(ROOT),
+    ]
+    server = subprocess.Popen(command, env=stack_environment(), start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            status, _, _ = request(port, "GET", "/bench/ping", {})
+            if status == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    stop_gunicorn(server)
+    sys.exit("gunicorn did not start on 127.0.0.1")
+
+
+def stop_gunicorn(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def request(port: int, method: str, path: str, headers: dict, body: bytes | None = None) -> tuple[int, dict, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def load(port: int, method: str, path: str, headers: dict, body: bytes | None, total: int, expect: int) -> dict:
+    """`total` requests from CLIENT_THREADS threads; requests/s and latency percentiles."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    remaining = [total]
+    failures: list[str] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if remaining[0] == 0:
+                    return
+                remaining[0] -= 1
+            started = time.perf_counter()
+            status, _, content = request(port, method, path, headers, body)
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+                if status != expect and len(failures) < 3:
+                    failures.append(f"{status}: {content[:200]!r}")
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(CLIENT_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    if failures:
+        raise SystemExit(f"{method} {path} answered {failures}")
+    ordered = sorted(latencies)
+    return {
+        "rps": total / seconds,
+        "p50": statistics.median(ordered) * 1000,
+        "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+    }
+
+
+def bench_stack(total: int, rounds: int) -> None:
+    token = prepare_stack()
+    port = _free_port()
+    server = start_gunicorn(port)
+    try:
+        auth = {"Authorization": f"Bearer {token}"}
+        status, headers, _ = request(port, "GET", f"/api/v1/graphs/{WORKSPACE}/active", auth)
+        if status != 200:
+            raise SystemExit(f"GET active answered {status}")
+        etag = headers["ETag"]
+        guidance = json.dumps(
+            {"query": "Which country?", "steps": [{"action": "search"}, {"action": "read"}], "mode": "raw_subgraph"}
+        ).encode()
+        post_headers = {**auth, "Content-Type": "application/json"}
+        cases = {
+            "trivial JSON, no auth": ("GET", "/bench/ping", {}, None, 200),
+            BASELINE: ("GET", "/bench/api/ping", auth, None, 200),
+            "GET active (200)": ("GET", f"/api/v1/graphs/{WORKSPACE}/active", auth, None, 200),
+            "GET active (304)": (
+                "GET",
+                f"/api/v1/graphs/{WORKSPACE}/active",
+                {**auth, "If-None-Match": etag},
+                None,
+                304,
+            ),
+            "POST guidance (raw)": ("POST", f"/api/v1/graphs/{WORKSPACE}/guidance", post_headers, guidance, 200),
+        }
+        for case in cases.values():  # warm-up: imports, connections, caches in every worker
+            load(port, *case[:4], total=40, expect=case[4])
+        best: dict[str, dict] = {}
+        for _ in range(rounds):  # interleaved rounds, best of each: the least disturbed by other processes
+            for name, case in cases.items():
+                result = load(port, *case[:4], total=total, expect=case[4])
+                if name not in best or result["rps"] > best[name]["rps"]:
+                    best[name] = result
+    finally:
+        stop_gunicorn(server)
+    plain, base = best["trivial JSON, no auth"]["rps"], best[BASELINE]["rps"]
+    print(
+        f"(b) whole stack: gunicorn ({GUNICORN_WORKERS} sync workers) on 127.0.0.1, PostgreSQL ({BENCH_DATABASE}), "
+        f"Redis cache; {CLIENT_THREADS} client threads, {total} requests per case, best of {rounds} round(s)"
+    )
+    print(f"    {'case':<28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs baseline':>12} {'vs no auth':>11}")
+    for name, result in best.items():
+        print(
+            f"    {name:<28} {result['rps']:>8.0f} {result['p50']:>8.1f} {result['p99']:>8.1f} "
+            f"{result['rps'] / base:>12.2f} {result['rps'] / plain:>11.2f}"
+        )
+    measured = [name for name in best if name not in (BASELINE, "trivial JSON, no auth")]
+    worst = min(best[name]["rps"] / base for name in measured)
+    print(f"    lowest ratio to the baseline {worst:.2f} (aim >= 0.5: {'met' if worst >= 0.5 else 'NOT met'})")
+
+
+# -- the WSGI side (imported by gunicorn as module `guidance`) -------------------------------------------------------
+
+
+def ping(request):
+    from django.http import JsonResponse
+
+    return JsonResponse({"ok": True})
+
+
+_URLPATTERNS: list = []
+
+
+def _bench_api():
+    """A NinjaAPI of its own with one trivial operation behind the same bearer-token auth as the graphs API."""
+    from ninja import NinjaAPI
+
+    from config.auth import scoped
+
+    api = NinjaAPI(urls_namespace="bench", docs_url=None, openapi_url=None)
+
+    @api.get("/ping", auth=scoped("graphs:read"))
+    def authenticated_ping(request):
+        return {"ok": True}
+
+    return api
+
+
+def __getattr__(name: str):
+    if name == "urlpatterns":  # built lazily, once: config.urls needs the app registry
+        from django.urls import include, path
+
+        if not _URLPATTERNS:
+            _URLPATTERNS.extend(
+                [
+                    path("bench/ping", ping),
+                    path("bench/api/", _bench_api().urls),
+                    path("", include("config.urls")),
+                ]
+            )
+        return _URLPATTERNS
+    raise AttributeError(name)
+
+
+def wsgi_app():
+    """gunicorn's application factory: config.urls behind this module's URLconf (which adds /bench/ping)."""
+    import django
+    from django.conf import settings
+
+    django.setup()
+    settings.ROOT_URLCONF = __name__
+    from django.core.wsgi import get_wsgi_application
+
+    return get_wsgi_application()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls and requests (for make bench)")
+    parser.add_argument("--core-only", action="store_true", help="only (a): no database, no server")
+    options = parser.parse_args()
+    calls, repeats = (300, 3) if options.quick else (2_000, 5)
+    report_core(bench_core(calls, repeats), calls)
+    if not options.core_only:
+        total, rounds = (150, 2) if options.quick else (300, 5)
+        bench_stack(total, rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
