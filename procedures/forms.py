@@ -12,3 +12,13 @@ class MineForm(forms.Form):
 
 class ActivateForm(forms.Form):
     expected_revision = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
+class AmendForm(forms.Form):
+    """One precondition or failure exit per line; saving makes a new version with this one as parent."""
+
+    preconditions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=7000)
+    failure_exits = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=7000)
+
+    def lines(self, name: str) -> list[str]:
+        return [line.strip() for line in self.cleaned_data.get(name, "").splitlines() if line.strip()]

@@ -258,6 +258,71 @@ def _enqueue_replay_on_commit(replay: ReplayRun) -> None:
     transaction.on_commit(lambda: task.delay(replay.pk))
 
 
+MAX_NOTES = 20
+NOTE_MAX_CHARS = 300
+
+
+def _notes(values: object, what: str) -> list[str]:
+    if not isinstance(values, list | tuple) or not all(isinstance(value, str) for value in values):
+        raise MiningError(f"{what} must be a list of texts")
+    notes = [value.strip() for value in values if value.strip()]
+    if len(notes) > MAX_NOTES:
+        raise MiningError(f"at most {MAX_NOTES} {what}")
+    if any(len(note) > NOTE_MAX_CHARS for note in notes):
+        raise MiningError(f"each of the {what} has at most {NOTE_MAX_CHARS} characters")
+    return notes
+
+
+def procedure_version_amend(
+    *, actor: Actor, version: ProcedureVersion, preconditions: Sequence[str], failure_exits: Sequence[str]
+) -> MineResult:
+    """An operator's preconditions and failure exits make a new version (parent: `version`) with the same steps;
+    it is replayed like a mined one. Identical content returns the existing version."""
+    _check_miner(actor)
+    preconditions = _notes(preconditions, "preconditions")
+    failure_exits = _notes(failure_exits, "failure exits")
+    with transaction.atomic(durable=True):
+        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
+        source = ProcedureVersion.objects.get(pk=version.pk)
+        revision = content_revision(
+            intent=procedure.intent, steps=source.steps, preconditions=preconditions, failure_exits=failure_exits
+        )
+        existing = ProcedureVersion.objects.filter(procedure=procedure, content_revision=revision).first()
+        if existing is not None:
+            return MineResult(version=existing, created=False)
+        number = (ProcedureVersion.objects.filter(procedure=procedure).aggregate(n=Max("number"))["n"] or 0) + 1
+        amended = ProcedureVersion.objects.create(
+            procedure=procedure,
+            number=number,
+            parent=source,
+            steps=source.steps,
+            preconditions=preconditions,
+            failure_exits=failure_exits,
+            candidate_revision=source.candidate_revision,
+            content_revision=revision,
+            source_run_ids=source.source_run_ids,
+            training_run_ids=source.training_run_ids,
+            held_out_run_ids=source.held_out_run_ids,
+            skipped_run_ids=source.skipped_run_ids,
+            created_by=actor.user,
+        )
+        replay = _queue_replay(amended, procedure, ReplayMode.OFFLINE)
+        audit_record(
+            actor=actor,
+            verb="procedure_version.amend",
+            target=amended,
+            before={"parent": source.number},
+            after={
+                "number": number,
+                "preconditions": preconditions,
+                "failure_exits": failure_exits,
+                "content_revision": revision,
+            },
+        )
+        _enqueue_replay_on_commit(replay)
+    return MineResult(version=amended, created=True, replays=(replay,))
+
+
 # --- replay --------------------------------------------------------------------------------------------------------
 def _start(replay: ReplayRun, *, actor: Actor) -> bool:
     """Move a queued replay to running (and its version to replaying) in one transaction; False if not queued."""

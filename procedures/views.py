@@ -15,7 +15,7 @@ from accounts.services import Actor
 from procedures.core import HIGHER_IS_BETTER
 
 from . import selectors, services
-from .forms import ActivateForm, MineForm
+from .forms import ActivateForm, AmendForm, MineForm
 
 METRICS_SHOWN = (
     "task_success",
@@ -104,6 +104,12 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
         "can_activate": can_activate,
         "replays_open": any(view.replay.status in ("queued", "running") for view in page.replays),
         "activate_form": ActivateForm(initial={"expected_revision": page.procedure.revision}),
+        "amend_form": AmendForm(
+            initial={
+                "preconditions": "\n".join(page.version.preconditions),
+                "failure_exits": "\n".join(page.version.failure_exits),
+            }
+        ),
     }
     if request.htmx:
         return render(request, "procedures/version.html#replays-section", context)
@@ -134,3 +140,30 @@ def activate_view(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("procedures:version", pk=pk)
     messages.success(request, f"Version {version.number} is now the active version.")
     return redirect("procedures:version", pk=pk)
+
+
+@login_required
+@require_POST
+def amend_view(request: HttpRequest, pk: int) -> HttpResponse:
+    if not request.user.is_operator:
+        raise PermissionDenied("amending a procedure version needs the operator role")
+    version = selectors.version_by_id(pk)
+    form = AmendForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The texts are too long; nothing changed.")
+        return redirect("procedures:version", pk=pk)
+    try:
+        result = services.procedure_version_amend(
+            actor=Actor.of_request(request),
+            version=version,
+            preconditions=form.lines("preconditions"),
+            failure_exits=form.lines("failure_exits"),
+        )
+    except services.MiningError as exc:
+        messages.error(request, str(exc))
+        return redirect("procedures:version", pk=pk)
+    if result.created:
+        messages.success(request, f"Saved as version {result.version.number}; its replay is queued.")
+    else:
+        messages.info(request, f"Nothing new: version {result.version.number} holds exactly this.")
+    return redirect("procedures:version", pk=result.version.pk)

@@ -151,3 +151,16 @@ def test_a_running_replay_section_refreshes_itself_as_an_htmx_fragment(viewer, m
     fragment = client.get(version_url(candidate), headers={"HX-Request": "true"}).content.decode()
     assert fragment.lstrip().startswith('<div id="replays"') and "<html" not in fragment
     assert 'hx-trigger="every 3s"' not in client.get(version_url(mined)).content.decode()
+
+
+def test_an_operator_amends_from_the_version_page_and_others_cannot(operator, viewer, mined):
+    url = reverse("procedures:amend", args=[mined.pk])
+    assert "Save as a new version" not in logged_in(viewer).get(version_url(mined)).content.decode()
+    assert post(logged_in(viewer), url, {"preconditions": "x", "failure_exits": ""}).status_code == 403
+    client = logged_in(operator)
+    assert "Save as a new version" in client.get(version_url(mined)).content.decode()
+    response = post(client, url, {"preconditions": "order delivered\n\ncustomer verified", "failure_exits": ""})
+    amended = ProcedureVersion.objects.get(number=2)
+    assert response.status_code == 302 and response["Location"] == version_url(amended)
+    assert amended.preconditions == ["order delivered", "customer verified"]
+    assert "customer verified" in client.get(version_url(amended)).content.decode()

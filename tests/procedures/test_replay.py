@@ -116,3 +116,45 @@ def test_only_admins_activate_and_only_ready_versions(mined, operator, admin_use
     with pytest.raises(services.NotActivatable):
         services.procedure_activate(actor=Actor(user=admin_user), version=failed, expected_revision=0)
     assert Procedure.objects.get().active_version_id is None
+
+
+def test_an_operator_amends_a_version_into_a_new_one_with_the_old_as_parent(
+    mined, operator, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.procedure_version_amend(
+            actor=Actor(user=operator),
+            version=mined.version,
+            preconditions=["the order was delivered", "  "],
+            failure_exits=["refund denied: hand over to a human"],
+        )
+    amended = ProcedureVersion.objects.get(pk=result.version.pk)
+    assert result.created and amended.number == 2 and amended.parent_id == mined.version.pk
+    assert amended.steps == mined.version.steps and amended.preconditions == ["the order was delivered"]
+    assert amended.content_revision != mined.version.content_revision
+    assert amended.candidate_revision == mined.version.candidate_revision
+    assert amended.status == VersionStatus.READY and amended.replays.get().status == ReplayStatus.DONE
+    again = services.procedure_version_amend(
+        actor=Actor(user=operator),
+        version=mined.version,
+        preconditions=["the order was delivered"],
+        failure_exits=["refund denied: hand over to a human"],
+    )
+    assert not again.created and again.version.pk == amended.pk
+    assert AuditEvent.objects.filter(verb="procedure_version.amend").count() == 1
+
+
+def test_amending_refuses_bad_notes_and_non_operators(mined, operator, viewer):
+    with pytest.raises(services.MiningError, match="list of texts"):
+        services.procedure_version_amend(
+            actor=Actor(user=operator), version=mined.version, preconditions=[1], failure_exits=[]
+        )
+    with pytest.raises(services.MiningError, match="at most 300"):
+        services.procedure_version_amend(
+            actor=Actor(user=operator), version=mined.version, preconditions=["x" * 301], failure_exits=[]
+        )
+    with pytest.raises(services.NotAllowed):
+        services.procedure_version_amend(
+            actor=Actor(user=viewer), version=mined.version, preconditions=[], failure_exits=[]
+        )
+    assert ProcedureVersion.objects.count() == 1
