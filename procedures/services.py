@@ -6,6 +6,7 @@ failed; ready (or retired, for a rollback) → active by `procedure_activate`, w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from .models import (
     VersionStatus,
 )
 
+logger = logging.getLogger("waymark.procedures")
 REPLAY_JOB_KIND = "procedure_replay"
 MIN_SUCCESSFUL_RUNS = 2
 STEP_BATCH = 2000
@@ -354,8 +356,9 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None) -> Repl
         report = core.replay_procedure(
             _procedure_steps(replay.version), cases, active=_procedure_steps(replay.compared_with), mode="offline"
         )
-    except ValueError as exc:
-        return _fail(replay, actor=actor, error=str(exc))
+    except Exception as exc:  # bad stored data or a bug: the replay fails visibly instead of staying "running"
+        logger.exception("offline replay %s failed", replay.pk)
+        return _fail(replay, actor=actor, error=f"{type(exc).__name__}: {exc}")
     rows = _case_rows(replay, report, result_runs={})
     return _finish(replay, report, rows, actor=actor)
 

@@ -158,3 +158,12 @@ def test_amending_refuses_bad_notes_and_non_operators(mined, operator, viewer):
             actor=Actor(user=viewer), version=mined.version, preconditions=[], failure_exits=[]
         )
     assert ProcedureVersion.objects.count() == 1
+
+
+def test_a_replay_that_cannot_be_evaluated_fails_visibly(db):
+    procedure = Procedure.objects.create(intent="refund request", title=REFUND)
+    broken = stored_version(procedure, number=1, status=VersionStatus.CANDIDATE)  # no steps: replay refuses it
+    replay = services.replay_offline_run(replay=queued_replay(broken, compared_with=None, held_out=[]))
+    assert replay.status == ReplayStatus.FAILED and "non-empty" in replay.error
+    assert ProcedureVersion.objects.get(pk=broken.pk).status == VersionStatus.FAILED
+    assert AuditEvent.objects.filter(verb="replay.fail").exists()
