@@ -126,9 +126,10 @@ def _check_answerable(job: Job, now: datetime) -> None:
         raise JobClosed(f"job {job.pk} has not been claimed: claim it before answering")
 
 
-def job_complete(*, actor: Actor, job: Job, run_items: Any, now: datetime | None = None) -> JobAnswer:
+def job_complete(*, job: Job, run_items: Any, actor: Actor | None = None, now: datetime | None = None) -> JobAnswer:
     """Answer `job` with one run in the ingest format. Bad input raises IngestInvalid and writes nothing; an
     expired or unclaimed job raises JobClosed; a repeat of an answered job returns its run, `counted` False."""
+    actor = actor or Actor.system()
     now = now or timezone.now()
     job = Job.objects.get(pk=job.pk)
     if job.status == JobStatus.DONE:
