@@ -1,9 +1,9 @@
 """Caches of the guidance path (Redis in production): what a guidance call costs is its neighbourhood, not the graph.
 
-- The workspace card (id, slug, task description, active revision summary) per slug, dropped on commit whenever the
-  active pointer moves and kept at most ACTIVE_TTL seconds in any case; each process reuses the card it read for at
-  most CARD_LOCAL_SECONDS (1 s) before asking the shared cache again, so a pointer move reaches every process within
-  a second.
+- The workspace card (id, slug, task description, active revision summary) per slug and card version; every commit
+  that moves the active pointer replaces the version, so the shared entry is never stale (and expires after
+  ACTIVE_TTL seconds anyway). Each process reuses the card it read for at most CARD_LOCAL_SECONDS (1 s) before
+  asking the shared cache again, so a pointer move reaches every process within a second.
 - Exact revision refs (a seq number or a full digest) per workspace: immutable, since chains are append-only.
 - Serialized contexts keyed by (graph digest, node, hops, include_relations): content-addressed, never stale.
 - Parsed graphs: a small per-process LRU keyed by digest, so a document is parsed once per digest per process; recent
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -30,8 +31,12 @@ GRAPH_LRU_SIZE = 16
 _PREFIX = "graphs:v1"
 
 
-def active_key(slug: str) -> str:
-    return f"{_PREFIX}:card:{slug}"
+def _version_key(slug: str) -> str:
+    return f"{_PREFIX}:cardversion:{slug}"
+
+
+def _card_key(slug: str, version: str) -> str:
+    return f"{_PREFIX}:card:{slug}:{version}"
 
 
 class _RecentCards:
@@ -65,24 +70,34 @@ class _RecentCards:
 recent_cards = _RecentCards()
 
 
-def get_card(slug: str) -> dict[str, Any] | None:
-    card = recent_cards.get(slug)
-    if card is None:
-        card = cache.get(active_key(slug))
-        if card is not None:
-            recent_cards.put(slug, card)
-    return card
+def card(slug: str, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The workspace card: this process's copy (at most 1 s old), else the shared one, else `build()` (the database).
 
-
-def set_card(slug: str, card: dict[str, Any]) -> None:
-    cache.set(active_key(slug), card, ACTIVE_TTL)
-    recent_cards.put(slug, card)
+    The shared entry is keyed by the slug's current card version, which every pointer move replaces on commit. A
+    reader that built its card from the database just before a move stores it under the old version, where nobody
+    looks any more: a stale card can never be stored as the current one.
+    """
+    found = recent_cards.get(slug)
+    if found is not None:
+        return found
+    version = cache.get(_version_key(slug)) or "0"
+    found = cache.get(_card_key(slug, version))
+    if found is None:
+        found = build()
+        cache.set(_card_key(slug, version), found, ACTIVE_TTL)
+    recent_cards.put(slug, found)
+    return found
 
 
 def forget_active(slug: str) -> None:
-    """On commit of a pointer move: the shared entry goes at once; other processes' copies within a second."""
-    cache.delete(active_key(slug))
+    """On commit of a pointer move: a new card version at once; other processes' local copies within a second."""
+    cache.set(_version_key(slug), uuid.uuid4().hex, None)
     recent_cards.forget(slug)
+
+
+def shared_card(slug: str) -> dict[str, Any] | None:
+    """The card the shared cache holds now (for tests and diagnostics)."""
+    return cache.get(_card_key(slug, cache.get(_version_key(slug)) or "0"))
 
 
 def _ref_key(workspace_id: int, ref: str) -> str:

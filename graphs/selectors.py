@@ -110,20 +110,19 @@ def revision_summary(workspace_id: int, slug: str, ref: str) -> dict[str, Any]:
 
 def workspace_card(slug: str) -> dict[str, Any]:
     """{id, slug, title, task_description, active: summary | None} (cached per slug); Http404 for no workspace."""
-    card = cache.get_card(slug)
-    if card is not None:
-        return card
-    workspace = workspace_by_slug(slug)
-    active = workspace.active_revision
-    card = {
-        "id": workspace.pk,
-        "slug": workspace.slug,
-        "title": workspace.title,
-        "task_description": workspace.task_description,
-        "active": _summary(active) if active is not None else None,
-    }
-    cache.set_card(slug, card)
-    return card
+
+    def build() -> dict[str, Any]:
+        workspace = workspace_by_slug(slug)
+        active = workspace.active_revision
+        return {
+            "id": workspace.pk,
+            "slug": workspace.slug,
+            "title": workspace.title,
+            "task_description": workspace.task_description,
+            "active": _summary(active) if active is not None else None,
+        }
+
+    return cache.card(slug, build)
 
 
 def graph_at(revision_id: int, digest: str) -> Graph:

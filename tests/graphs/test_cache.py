@@ -4,10 +4,10 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache as shared
 
-from graphs import cache, selectors
+from graphs import cache, selectors, services
 from graphs.guidance import workspace_guidance
 from graphs.models import Revision
-from tests.graphs.factories import make_demo_workspace
+from tests.graphs.factories import SYSTEM, make_demo_workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -39,14 +39,31 @@ def test_serialized_contexts_are_keyed_by_content_and_shared(django_assert_num_q
     assert again.text == first.text and again.subgraph_digest == first.subgraph_digest
 
 
-def test_a_card_read_by_another_process_expires_within_the_local_window(monkeypatch):
+def test_a_pointer_move_elsewhere_reaches_this_process_within_the_local_window(monkeypatch):
     workspace = make_demo_workspace()
     assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1
-    shared.delete(cache.active_key(workspace.slug))  # what a commit elsewhere does
-    shared.set(cache.active_key(workspace.slug), {**selectors.workspace_card(workspace.slug), "active": None})
-    assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1  # still the local copy
+    first = Revision.objects.get(workspace=workspace, seq=0)
+    services.workspace_set_active_revision(
+        actor=SYSTEM, workspace=workspace, revision=first, expected_active_id=workspace.active_revision_id
+    )
+    shared.set(cache._version_key(workspace.slug), "moved-elsewhere", None)  # the commit callback of another process
+    assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1  # this process's copy, for at most 1 s
     monkeypatch.setattr(cache, "CARD_LOCAL_SECONDS", 0.0)
-    assert selectors.workspace_card(workspace.slug)["active"] is None
+    assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 0
+
+
+def test_a_card_built_before_a_pointer_move_is_never_served_after_it():
+    workspace = make_demo_workspace()
+
+    def build_then_move():
+        stale = {"id": workspace.pk, "active": {"seq": 1}}
+        cache.forget_active(workspace.slug)  # a commit lands between the reader's version read and its write
+        return stale
+
+    assert cache.card(workspace.slug, build_then_move)["active"]["seq"] == 1  # the racing reader itself
+    cache.recent_cards.clear()
+    assert cache.shared_card(workspace.slug) is None
+    assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1  # rebuilt from the database
 
 
 @pytest.mark.redis
@@ -69,5 +86,5 @@ def test_the_api_works_over_the_redis_cache(settings, api_client, operator, make
         payload = {"steps": [{"action": "read"}], "mode": "raw_subgraph"}
         answer = api_client.post("/api/v1/graphs/two-hop-qa/guidance", payload, token=token).json()
         assert answer["node_id"] == "read"
-    assert redis_cache.get(cache.active_key("two-hop-qa"))["active"]["seq"] == 1
+    assert cache.shared_card("two-hop-qa")["active"]["seq"] == 1
     redis_cache.clear()
