@@ -160,6 +160,14 @@ def webhook_endpoints(user) -> list[WebhookEndpoint]:
     )
 
 
+def webhook_endpoint(user, pk: int) -> WebhookEndpoint:
+    require_member(user)
+    endpoint = WebhookEndpoint.objects.filter(pk=pk).first()
+    if endpoint is None:
+        raise Http404(f"no webhook endpoint {pk}")
+    return endpoint
+
+
 def webhook_deliveries(user, *, endpoint_id: int | None = None, limit: int = 100) -> list[WebhookDelivery]:
     require_member(user)
     queryset = WebhookDelivery.objects.select_related("endpoint").prefetch_related("attempt_log")

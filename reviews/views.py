@@ -1,8 +1,274 @@
+"""Review pages: the queue, an item (what changes, gate evidence, judgments), per-artifact history, webhooks.
+
+Anonymous and inactive users are sent to the login page; reads are open to every active user; writes need roles
+(the services answer NotAllowed → 403, other refusals re-render the page with the message and its status).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
+
+from accounts.services import Actor
+
+from . import registry, selectors, services
+from .errors import NotAllowed, ReviewError
+from .models import PromotionRequest, PromotionStatus, WebhookEvent
+
+
+def _next_url(request: HttpRequest, fallback: str) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
+        return target
+    return fallback
+
+
+def _refuse(exc: ReviewError) -> None:
+    if isinstance(exc, NotAllowed):
+        raise PermissionDenied(exc.message)
+
+
+# --- queue -----------------------------------------------------------------------------------------------------------
+@login_required
+def queue_view(request: HttpRequest) -> HttpResponse:
+    kind = request.GET.get("kind", "")[:64]
+    rows = selectors.queue_for(request.user, kind=kind)
+    context = {
+        "rows": rows,
+        "kind": kind,
+        "kinds": registry.kinds(),
+        "recent": selectors.recent_closed(request.user, kind=kind),
+        "mine_count": sum(1 for row in rows if row.pending_for_me),
+    }
+    return render(request, "reviews/queue.html", context)
 
 
 @login_required
-def queue_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "reviews/queue.html", {})
+@require_POST
+def next_view(request: HttpRequest) -> HttpResponse:
+    try:
+        item = services.queue_next(actor=Actor.of_request(request), kind=request.POST.get("kind", "")[:64])
+    except ReviewError as exc:
+        _refuse(exc)
+        raise
+    if item is None:
+        messages.info(request, "Nothing is waiting for your judgment.")
+        return redirect("reviews:queue")
+    return redirect("reviews:item", pk=item.pk)
+
+
+# --- item ------------------------------------------------------------------------------------------------------------
+def _diff_html(request: HttpRequest, item: PromotionRequest) -> str:
+    try:
+        kind = registry.get_kind(item.kind)
+        view = kind.diff(item.candidate_id, item.replaces_id)
+    except (LookupError, registry.UnknownCandidate):
+        return ""
+    return mark_safe(render_to_string(view.template, view.context, request))
+
+
+def _describe(item: PromotionRequest) -> registry.Description | None:
+    try:
+        return registry.get_kind(item.kind).describe(item.candidate_id)
+    except LookupError:
+        return None
+
+
+def _history_url(item: PromotionRequest) -> str:
+    return reverse("reviews:history", kwargs={"kind": item.kind, "parent_key": item.parent_key})
+
+
+def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str, Any] | None = None, status=200):
+    item = selectors.promotion_for_user(request.user, pk)
+    view = selectors.promotion_view(request.user, item)
+    context = {
+        "item": item,
+        "view": view,
+        "description": _describe(item),
+        "diff_html": _diff_html(request, item),
+        "history_url": _history_url(item),
+        "error": error,
+        "form": form or {},
+        "superseded": item.status == PromotionStatus.SUPERSEDED,
+        "can_propose": request.user.is_reviewer or request.user.is_operator,
+    }
+    return render(request, "reviews/item.html", context, status=status)
+
+
+@login_required
+def item_view(request: HttpRequest, pk: int) -> HttpResponse:
+    return _item_page(request, pk)
+
+
+@login_required
+@require_POST
+def judge_view(request: HttpRequest, pk: int) -> HttpResponse:
+    item = selectors.promotion_for_user(request.user, pk)
+    verdict = request.POST.get("verdict", "")
+    comment = request.POST.get("comment", "")
+    try:
+        item = services.judgment_submit(actor=Actor.of_request(request), request=item, verdict=verdict, comment=comment)
+    except ReviewError as exc:
+        _refuse(exc)
+        return _item_page(request, pk, error=exc.message, form={"comment": comment}, status=exc.status)
+    if item.status == PromotionStatus.APPLIED:
+        messages.success(request, f"Approved: {item.title} is now active.")
+    elif verdict == "reject":
+        messages.success(request, f"Rejected {item.title}.")
+    else:
+        messages.success(request, f"Approved {item.title}.")
+    return redirect(_next_url(request, reverse("reviews:item", args=[pk])))
+
+
+@login_required
+@require_POST
+def override_view(request: HttpRequest, pk: int) -> HttpResponse:
+    item = selectors.promotion_for_user(request.user, pk)
+    reason = request.POST.get("reason", "")
+    try:
+        services.promotion_override(actor=Actor.of_request(request), request=item, reason=reason)
+    except ReviewError as exc:
+        _refuse(exc)
+        return _item_page(request, pk, error=exc.message, form={"reason": reason}, status=exc.status)
+    messages.success(request, "Gate overridden; the override is shown with the request.")
+    return redirect("reviews:item", pk=pk)
+
+
+@login_required
+@require_POST
+def withdraw_view(request: HttpRequest, pk: int) -> HttpResponse:
+    item = selectors.promotion_for_user(request.user, pk)
+    try:
+        services.promotion_withdraw(actor=Actor.of_request(request), request=item)
+    except ReviewError as exc:
+        _refuse(exc)
+        return _item_page(request, pk, error=exc.message, status=exc.status)
+    messages.success(request, "Request withdrawn.")
+    return redirect("reviews:item", pk=pk)
+
+
+# --- propose ---------------------------------------------------------------------------------------------------------
+@login_required
+def propose_view(request: HttpRequest) -> HttpResponse:
+    """GET: the proposal form (kind and candidate_id may come in the query); POST: propose."""
+    source = request.POST if request.method == "POST" else request.GET
+    form = {
+        "kind": source.get("kind", "")[:64],
+        "candidate_id": source.get("candidate_id", "")[:64],
+        "rationale": source.get("rationale", ""),
+        "is_rollback": source.get("is_rollback") in ("1", "on", "true"),
+    }
+    error, status = "", 200
+    if request.method == "POST":
+        try:
+            item = services.promotion_propose(actor=Actor.of_request(request), **form)
+        except ReviewError as exc:
+            _refuse(exc)
+            error, status = exc.message, exc.status
+        else:
+            messages.success(request, f"Proposed {item.title}; it waits for {item.required_approvals} approvals.")
+            return redirect("reviews:item", pk=item.pk)
+    elif not (request.user.is_reviewer or request.user.is_operator):
+        raise PermissionDenied("proposing a promotion needs the reviewer or operator role")
+    context = {"form": form, "kinds": registry.kinds(), "error": error}
+    return render(request, "reviews/propose.html", context, status=status)
+
+
+# --- history and rollback --------------------------------------------------------------------------------------------
+@login_required
+def history_view(request: HttpRequest, kind: str, parent_key: str) -> HttpResponse:
+    rows = selectors.history_for(request.user, kind=kind, parent_key=parent_key)
+    try:
+        promotable = registry.get_kind(kind)
+    except registry.UnknownKind:
+        promotable = None
+    context = {
+        "rows": rows,
+        "kind": kind,
+        "kind_label": promotable.label if promotable else kind,
+        "parent_key": parent_key,
+        "parent_label": rows[0].parent_label if rows else parent_key,
+        "parent_url": promotable.history_url(parent_key) if promotable else "",
+        "active_id": promotable.current_active(parent_key) if promotable else None,
+        "rollback_target": promotable.rollback_target(parent_key) if promotable else None,
+        "can_propose": request.user.is_reviewer or request.user.is_operator,
+    }
+    return render(request, "reviews/history.html", context)
+
+
+@login_required
+@require_POST
+def rollback_view(request: HttpRequest) -> HttpResponse:
+    kind = request.POST.get("kind", "")[:64]
+    parent_key = request.POST.get("parent_key", "")[:120]
+    try:
+        item = services.rollback_emergency(
+            actor=Actor.of_request(request), kind=kind, parent_key=parent_key, reason=request.POST.get("reason", "")
+        )
+    except ReviewError as exc:
+        _refuse(exc)
+        messages.error(request, exc.message)
+        return redirect("reviews:history", kind=kind or "-", parent_key=parent_key or "-")
+    messages.success(request, f"Rolled back: {item.title} is active again.")
+    return redirect("reviews:item", pk=item.pk)
+
+
+# --- webhooks --------------------------------------------------------------------------------------------------------
+def _require_admin(request: HttpRequest) -> None:
+    if not request.user.is_admin:
+        raise PermissionDenied("webhooks are managed by admins")
+
+
+@login_required
+def webhooks_view(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    form = {"url": "", "events": list(WebhookEvent.values)}
+    error, status, new_secret = "", 200, ""
+    if request.method == "POST":
+        form = {"url": request.POST.get("url", ""), "events": request.POST.getlist("events")}
+        try:
+            endpoint, new_secret = services.webhook_endpoint_create(actor=Actor.of_request(request), **form)
+        except ReviewError as exc:
+            _refuse(exc)
+            error, status = exc.message, exc.status
+        else:
+            messages.success(request, f"Endpoint {endpoint.url} registered. Copy its secret now: it is shown once.")
+            form = {"url": "", "events": list(WebhookEvent.values)}
+    context = {
+        "endpoints": selectors.webhook_endpoints(request.user),
+        "events": WebhookEvent.choices,
+        "form": form,
+        "error": error,
+        "new_secret": new_secret,
+    }
+    return render(request, "reviews/webhooks.html", context, status=status)
+
+
+@login_required
+@require_POST
+def webhook_toggle_view(request: HttpRequest, pk: int) -> HttpResponse:
+    _require_admin(request)
+    endpoint = selectors.webhook_endpoint(request.user, pk)
+    services.webhook_endpoint_set_active(
+        actor=Actor.of_request(request), endpoint=endpoint, active=request.POST.get("active") == "1"
+    )
+    return redirect("reviews:webhooks")
+
+
+@login_required
+def deliveries_view(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    endpoint = request.GET.get("endpoint", "")
+    endpoint_id = int(endpoint) if endpoint.isdigit() and len(endpoint) < 12 else None
+    context = {"deliveries": selectors.webhook_deliveries(request.user, endpoint_id=endpoint_id)}
+    return render(request, "reviews/deliveries.html", context)
