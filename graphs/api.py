@@ -149,7 +149,7 @@ def get_revision(request: HttpRequest, ws: str, ref: str):
 @router.post(
     "/{ws}/guidance",
     auth=GUIDE,
-    response={200: GuidanceOut, 401: Error, 403: Error, 404: Error, 422: Error, 503: Error},
+    response={200: GuidanceOut, 400: Error, 401: Error, 403: Error, 404: Error, 422: Error, 503: Error},
     summary="Guidance for the agent's next step, localized on the last action",
     description=(
         "Raw modes (`raw_subgraph`, `raw_full`) return the serialized graph context and never call a model; "
@@ -190,7 +190,7 @@ def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
 @router.post(
     "/{ws}/active",
     auth=ACTIVATE,
-    response={200: SetActiveOut, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
+    response={200: SetActiveOut, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
     summary="Admins only, until reviews land: make a graph revision active (expected_active guards against races)",
 )
 def set_active(request: HttpRequest, ws: str, payload: SetActiveIn):

@@ -20,6 +20,7 @@ GRAPH = Revision.Kind.GRAPH
 MAX_PAGE_SIZE = 200
 MIN_PREFIX = 4
 _HEX = re.compile(r"^[0-9a-f]+$")
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
 _CURSOR_PREFIX = "seq:"
 
 
@@ -73,7 +74,7 @@ def resolve_revision(workspace: Workspace, ref: str | int, *, kind: str = GRAPH)
     """A seq number, else a unique digest prefix (at least 4 hex characters). Http404 / InvalidRef otherwise."""
     text = str(ref).strip().lower()
     revisions = Revision.objects.filter(workspace=workspace, kind=kind)
-    if text.isdigit() and len(text) <= 9:
+    if text.isascii() and text.isdigit() and len(text) <= 9:
         found = revisions.filter(seq=int(text)).first()
         if found is not None:
             return found
@@ -91,7 +92,7 @@ def resolve_revision(workspace: Workspace, ref: str | int, *, kind: str = GRAPH)
 
 
 def _is_exact(ref: str) -> bool:
-    return (ref.isdigit() and len(ref) <= 9) or (len(ref) == 64 and bool(_HEX.match(ref)))
+    return (ref.isascii() and ref.isdigit() and len(ref) <= 9) or (len(ref) == 64 and bool(_HEX.match(ref)))
 
 
 def revision_summary(workspace_id: int, slug: str, ref: str) -> dict[str, Any]:
@@ -103,13 +104,16 @@ def revision_summary(workspace_id: int, slug: str, ref: str) -> dict[str, Any]:
             return found
     workspace = Workspace(pk=workspace_id, slug=slug)
     summary = _summary(resolve_revision(workspace, ref))
-    if _is_exact(ref) and (not ref.isdigit() or summary["seq"] == int(ref)):
+    if _is_exact(ref) and (len(ref) == 64 or summary["seq"] == int(ref)):
         cache.set_ref(workspace_id, ref, summary)
     return summary
 
 
 def workspace_card(slug: str) -> dict[str, Any]:
     """{id, slug, title, task_description, active: summary | None} (cached per slug); Http404 for no workspace."""
+
+    if not _SLUG.fullmatch(slug):
+        raise Http404(f"no workspace named {slug[:100]!r}")
 
     def build() -> dict[str, Any]:
         workspace = workspace_by_slug(slug)
@@ -144,7 +148,7 @@ def decode_cursor(cursor: str) -> int:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise InvalidCursor("the cursor is not one this API issued") from None
     number = text.removeprefix(_CURSOR_PREFIX)
-    if not text.startswith(_CURSOR_PREFIX) or not number.isdigit():
+    if not text.startswith(_CURSOR_PREFIX) or not (number.isascii() and number.isdigit()):
         raise InvalidCursor("the cursor is not one this API issued")
     return int(number)
 

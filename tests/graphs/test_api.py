@@ -302,3 +302,15 @@ def test_generative_guidance_with_a_failing_model_answers_503(api_client, reader
     response = api_client.post(f"{DEMO}/guidance", {"query": "q"}, token=reader)
     assert_error(response, 503, "model_unavailable")
     assert ModelCall.objects.get().status == "failed"
+
+
+def test_odd_refs_cursors_and_slugs_are_answered_never_500(api_client, reader, demo):
+    import base64
+
+    odd_cursor = base64.urlsafe_b64encode("seq:²".encode()).decode().rstrip("=")
+    assert_error(api_client.get(f"{DEMO}/revisions?cursor={odd_cursor}", token=reader), 400, "bad_cursor")
+    assert_error(api_client.get(f"{DEMO}/revisions/%C2%B2", token=reader), 422, "invalid_revision")
+    payload = {"mode": "raw_subgraph", "revision": "٣"}
+    assert_error(api_client.post(f"{DEMO}/guidance", payload, token=reader), 422, "invalid_revision")
+    assert_error(api_client.get(f"{BASE}/%E2%94%BB%E2%94%81/active", token=reader), 404)
+    assert_error(api_client.post(f"{BASE}/{'x' * 101}/guidance", {"mode": "raw_subgraph"}, token=reader), 404)
