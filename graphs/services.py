@@ -119,21 +119,34 @@ def workspace_create(
     task_description: str = "",
     vocabulary: Mapping[str, Any] | None = None,
     graph: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    transfer_from: Workspace | None = None,
     seed: bool = True,
     activate: bool = True,
 ) -> Seeded | Workspace:
-    """Create a workspace; with `seed` (default) its graph chain starts with the skeleton or the hand-written graph.
+    """Create a workspace; with `seed` (default) its graph chain starts with the skeleton, the hand-written `graph`,
+    or the head graph of `transfer_from` (origin "transfer:<source>", source_ref; rejection memory never travels).
 
     Returns a `Seeded` when seeded, else the bare workspace. The seed becomes the active revision unless
-    `activate=False`. Raises ValueError (bad slug or vocabulary, or the slug is taken) or GraphError (a hand-written
-    graph that fails the structural checks); nothing is written then.
+    `activate=False`. Raises ValueError (bad slug or vocabulary, the slug is taken, a source without a graph) or
+    GraphError (a hand-written graph that fails the structural checks); nothing is written then.
     """
     slug = _clean_slug(slug)
+    if transfer_from is not None and vocabulary is None:
+        vocabulary = transfer_from.vocabulary
     words = normalize_vocabulary(vocabulary)
-    if seed:
+    if (graph is not None or transfer_from is not None) and not seed:
+        raise ValueError("a graph to seed was given but seed=False")
+    extra: dict[str, Any] = {}
+    if transfer_from is not None:
+        if graph is not None:
+            raise ValueError("seed from a hand-written graph or from a transfer, not both")
+        source_head = revisions.head(transfer_from, GRAPH)
+        if source_head is None:
+            raise ValueError(f"workspace {transfer_from.slug!r} has no graph to transfer")
+        loaded, origin, warnings = Graph.from_document(source_head.document), f"transfer:{transfer_from.slug}", []
+        extra = {"source_ref": source_head.digest}
+    elif seed:
         loaded, origin, warnings = seed_graph(graph, words)
-    elif graph is not None:
-        raise ValueError("a graph was given but seed=False")
     try:
         with transaction.atomic(durable=True):
             workspace = Workspace.objects.create(
@@ -147,7 +160,7 @@ def workspace_create(
             )
             if not seed:
                 return workspace
-            meta = {"origin": origin, "iteration": 0}
+            meta = {"origin": origin, **extra, "iteration": 0}
             revision = _append_seed(actor=actor, workspace=workspace, graph=loaded, meta=meta, activate=activate)
     except IntegrityError:
         raise ValueError(f"a workspace named {slug!r} exists already") from None

@@ -181,3 +181,11 @@ def test_pages_cost_a_fixed_number_of_queries(viewer, django_assert_max_num_quer
         assert client.get(reverse("graphs:workspace", args=["two-hop-qa"])).status_code == 200
     with django_assert_max_num_queries(8):
         assert client.get(reverse("graphs:diff", args=["two-hop-qa"])).status_code == 200
+
+
+def test_an_empty_workspace_and_an_empty_list_render(viewer):
+    assert "No workspaces yet" in page(viewer, "list").content.decode()
+    make_empty_workspace("bare")
+    html = page(viewer, "workspace", "bare").content.decode()
+    assert "No active graph." in html and "No revisions yet." in html
+    assert page(viewer, "diff", "bare").status_code == 404

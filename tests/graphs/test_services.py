@@ -154,3 +154,18 @@ def test_the_demo_is_idempotent_and_matches_the_spec():
     assert len(graph.edges) == 5
     assert graph.edges_between("read", "search")[0].relation == "PROVIDES_INPUT_FOR"
     assert json.loads(json.dumps(TWO_HOP_GRAPH)) == TWO_HOP_GRAPH
+
+
+def test_a_workspace_can_be_created_from_another_workspaces_head_graph():
+    source = make_demo_workspace()
+    revisions.append(source, "rejections", {"schema": 1, "entries": ["r1"]}, expected_head=None)
+    seeded = services.workspace_create(actor=SYSTEM, slug="copied", transfer_from=source)
+    head = revisions.head(source, "graph")
+    assert seeded.revision.digest == head.digest
+    assert seeded.revision.meta == {"origin": "transfer:two-hop-qa", "source_ref": head.digest, "iteration": 0}
+    assert seeded.workspace.vocabulary == source.vocabulary
+    assert revisions.head(seeded.workspace, "rejections") is None
+    empty = make_empty_workspace("hollow")
+    with pytest.raises(ValueError, match="no graph to transfer"):
+        services.workspace_create(actor=SYSTEM, slug="from-hollow", transfer_from=empty)
+    assert not Workspace.objects.filter(slug="from-hollow").exists()
