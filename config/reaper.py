@@ -13,8 +13,10 @@ idempotent and never overwrites work that finished meanwhile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -31,6 +33,8 @@ class StuckWork:
     running: str
     since_field: str
     stuck_status: str
+    only: Mapping[str, Any] = field(default_factory=dict)
+    on_reaped: Callable[[list[int]], None] | None = None
 
     @property
     def label(self) -> str:
@@ -45,14 +49,24 @@ _registry: dict[str, StuckWork] = {}
 
 
 def register_stuck_work(
-    model: type[models.Model], *, status_field: str, running: str, since_field: str, stuck_status: str
+    model: type[models.Model],
+    *,
+    status_field: str,
+    running: str,
+    since_field: str,
+    stuck_status: str,
+    only: Mapping[str, Any] | None = None,
+    on_reaped: Callable[[list[int]], None] | None = None,
 ) -> StuckWork:
-    """Declare that rows of `model` left in `running` for too long become `stuck_status`. Registering again replaces."""
+    """Declare that rows of `model` left in `running` for too long become `stuck_status`. Registering again replaces.
+
+    `only` narrows the rows (filter lookups, e.g. {"mode": "offline"}); `on_reaped(pks)` runs inside the reaping
+    transaction so the owning app can settle what depended on the reaped rows."""
     for name in (status_field, since_field):
         model._meta.get_field(name)  # FieldDoesNotExist for a typo, at start-up
     if running == stuck_status:
         raise ValueError("the stuck status must differ from the running status")
-    entry = StuckWork(model, status_field, running, since_field, stuck_status)
+    entry = StuckWork(model, status_field, running, since_field, stuck_status, dict(only or {}), on_reaped)
     _registry[entry.label] = entry
     return entry
 
@@ -72,7 +86,7 @@ def stuck_work_reap(*, now: datetime | None = None, stuck_after: timedelta | Non
 def _reap(entry: StuckWork, cutoff: datetime) -> int:
     from accounts.services import Actor, audit_record
 
-    stuck = {entry.status_field: entry.running, f"{entry.since_field}__lt": cutoff}
+    stuck = {**entry.only, entry.status_field: entry.running, f"{entry.since_field}__lt": cutoff}
     with transaction.atomic(durable=True):
         rows = list(
             entry.model._default_manager.select_for_update(skip_locked=True)
@@ -97,6 +111,8 @@ def _reap(entry: StuckWork, cutoff: datetime) -> int:
                     "cutoff": cutoff.isoformat(),
                 },
             )
+        if entry.on_reaped is not None:
+            entry.on_reaped([row.pk for row in rows])
     return reaped
 
 

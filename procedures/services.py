@@ -471,6 +471,12 @@ def _settle_version(version_id: int) -> str:
     return version.status
 
 
+def replays_reaped(replay_ids: list[int]) -> None:
+    """Called by the stuck-work reaper inside its transaction: the versions of reaped (failed) replays settle."""
+    for version_id in set(ReplayRun.objects.filter(pk__in=replay_ids).values_list("version_id", flat=True)):
+        _settle_version(version_id)
+
+
 # --- live replay ----------------------------------------------------------------------------------------------------
 def replay_subject(replay: ReplayRun | int) -> str:
     return f"procedures.replayrun:{getattr(replay, 'pk', replay)}"
