@@ -68,13 +68,13 @@ def next_view(request: HttpRequest) -> HttpResponse:
 
 
 # --- item ------------------------------------------------------------------------------------------------------------
-def _diff_html(request: HttpRequest, item: PromotionRequest) -> str:
+def _diff(request: HttpRequest, item: PromotionRequest) -> tuple[str, bool]:
+    """The kind's comparison rendered (an autoescaped template), and whether it draws graphs with Mermaid."""
     try:
-        kind = registry.get_kind(item.kind)
-        view = kind.diff(item.candidate_id, item.replaces_id)
-    except (LookupError, registry.UnknownCandidate):
-        return ""
-    return mark_safe(render_to_string(view.template, view.context, request))
+        view = registry.get_kind(item.kind).diff(item.candidate_id, item.replaces_id)
+    except LookupError:
+        return "", False
+    return mark_safe(render_to_string(view.template, view.context, request)), bool(view.context.get("drawings"))
 
 
 def _describe(item: PromotionRequest) -> registry.Description | None:
@@ -91,11 +91,13 @@ def _history_url(item: PromotionRequest) -> str:
 def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str, Any] | None = None, status=200):
     item = selectors.promotion_for_user(request.user, pk)
     view = selectors.promotion_view(request.user, item)
+    diff_html, needs_mermaid = _diff(request, item)
     context = {
         "item": item,
         "view": view,
         "description": _describe(item),
-        "diff_html": _diff_html(request, item),
+        "diff_html": diff_html,
+        "needs_mermaid": needs_mermaid,
         "history_url": _history_url(item),
         "error": error,
         "form": form or {},

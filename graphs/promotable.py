@@ -1,0 +1,158 @@
+"""Graph revisions as a promotable kind of the reviews registry (registered in GraphsConfig.ready).
+
+parent_key = the workspace slug, candidate ids = graph revision pks (strings). Gate: the evaluation recorded on the
+revision by the evolution gate (origin "accepted" with its validation score); a seeded, onboarded or transferred
+graph has none, so its promotion needs an admin override with a reason. Activation runs inside the review's
+transaction: lock the workspace, check the expected active revision, move the pointer (the active-graph cache is
+dropped on commit), audit `workspace.set_active_revision` (the verb of the admin path, so rollbacks read one history).
+"""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from accounts.models import AuditEvent
+from accounts.services import Actor, audit_record
+from graphs.core import skeleton, to_mermaid, unified_diff
+from reviews.registry import (
+    Description,
+    DiffView,
+    GateEvidence,
+    PromotableKind,
+    StaleActivation,
+    UnknownCandidate,
+    register_kind,
+)
+
+from .models import Revision, Workspace
+from .selectors import graph_of
+from .services import _activate
+
+KIND = "graph_revision"
+GRAPH = Revision.Kind.GRAPH
+
+
+def _pk(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and len(value) < 19 else None
+
+
+def _revision(candidate_id: str) -> Revision:
+    pk = _pk(candidate_id)
+    revision = Revision.objects.select_related("workspace").filter(pk=pk, kind=GRAPH).first() if pk else None
+    if revision is None:
+        raise UnknownCandidate(f"no graph revision {candidate_id}")
+    return revision
+
+
+def _line_class(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "diff-file"
+    if line.startswith("@@"):
+        return "diff-hunk"
+    if line.startswith("+"):
+        return "diff-add"
+    if line.startswith("-"):
+        return "diff-del"
+    return "diff-same"
+
+
+class GraphRevisionKind(PromotableKind):
+    key = KIND
+    label = "graph revision"
+
+    def describe(self, candidate_id: str) -> Description:
+        revision = _revision(candidate_id)
+        workspace = revision.workspace
+        return Description(
+            title=f"{workspace.slug} graph #{revision.seq}",
+            summary=f"{revision.origin or 'graph'} revision {revision.short_digest}",
+            url=reverse("graphs:workspace", args=[workspace.slug]),
+            parent_key=workspace.slug,
+            parent_label=workspace.display_title,
+        )
+
+    def current_active(self, parent_key: str) -> str | None:
+        active = Workspace.objects.filter(slug=parent_key).values_list("active_revision_id", flat=True).first()
+        return str(active) if active else None
+
+    def gate_evidence(self, candidate_id: str) -> GateEvidence:
+        revision = _revision(candidate_id)
+        url = reverse("graphs:workspace", args=[revision.workspace.slug])
+        meta = revision.meta or {}
+        score = meta.get("validation_score")
+        if revision.origin == "accepted" and score is not None:
+            details = {key: meta[key] for key in ("validation_score", "iteration", "baseline_score") if key in meta}
+            return GateEvidence(
+                passing=True,
+                summary=f"accepted by the evolution gate with validation score {score}",
+                details=details,
+                url=url,
+            )
+        return GateEvidence(
+            passing=None,
+            summary=f"no evaluation recorded ({revision.origin or 'unknown'} graph); an admin override is needed",
+            url=url,
+        )
+
+    def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
+        candidate = _revision(candidate_id)
+        workspace = candidate.workspace
+        active = Revision.objects.filter(pk=_pk(active_id), kind=GRAPH).first() if _pk(active_id) else None
+        before_graph = graph_of(active) if active else skeleton(**(workspace.vocabulary or {}))
+        after_graph = graph_of(candidate)
+        left = f"#{active.seq} {active.short_digest}" if active else "skeleton"
+        text = unified_diff(
+            before_graph, after_graph, fromfile=left, tofile=f"#{candidate.seq} {candidate.short_digest}"
+        )
+        return DiffView(
+            template="reviews/diff_graph.html",
+            context={
+                "lines": [(_line_class(line), line) for line in text.splitlines()],
+                "drawings": [
+                    (f"active {left}", to_mermaid(before_graph) if active else ""),
+                    (f"candidate #{candidate.seq}", to_mermaid(after_graph)),
+                ],
+                "diff_url": reverse("graphs:diff", args=[workspace.slug])
+                + (f"?from_ref={active.seq}&to_ref={candidate.seq}" if active else f"?to_ref={candidate.seq}"),
+            },
+        )
+
+    def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
+        revision = _revision(candidate_id)
+        locked = Workspace.objects.select_for_update().get(pk=revision.workspace_id)
+        actual = str(locked.active_revision_id) if locked.active_revision_id else None
+        if actual != expected_active_id:
+            raise StaleActivation(
+                parent_key=locked.slug, expected_active_id=expected_active_id, actual_active_id=actual
+            )
+        before = locked.active_revision_id
+        _activate(locked, revision)
+        audit_record(
+            actor=actor,
+            verb="workspace.set_active_revision",
+            target=locked,
+            before={"active_revision": before},
+            after={"active_revision": revision.pk, "seq": revision.seq, "digest": revision.digest},
+        )
+
+    def rollback_target(self, parent_key: str) -> str | None:
+        workspace = Workspace.objects.filter(slug=parent_key).first()
+        if workspace is None or workspace.active_revision_id is None:
+            return None
+        for before, after in (
+            AuditEvent.objects.filter(
+                verb="workspace.set_active_revision", target_type="graphs.workspace", target_id=str(workspace.pk)
+            )
+            .order_by("-id")
+            .values_list("before", "after")[:50]
+        ):
+            if (after or {}).get("active_revision") == workspace.active_revision_id:
+                previous = (before or {}).get("active_revision")
+                return str(previous) if previous else None
+        return None
+
+    def history_url(self, parent_key: str) -> str:
+        return reverse("graphs:workspace", args=[parent_key])
+
+
+register_kind(GraphRevisionKind())

@@ -1,0 +1,143 @@
+"""Procedure versions as a promotable kind of the reviews registry (registered in ProceduresConfig.ready).
+
+parent_key = the procedure's pk, candidate ids = version pks (strings). Gate: the newest finished replay of the
+version (its regression gate report). Activation runs inside the review's transaction: lock the procedure, check
+the expected active version, retire the previous one, move the pointer, bump `revision`, audit `procedure.activate`
+(the verb procedures.services.procedure_activate writes too, so rollback targets read one history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import AuditEvent
+from accounts.services import Actor, audit_record
+from reviews.registry import (
+    Description,
+    DiffView,
+    GateEvidence,
+    PromotableKind,
+    StaleActivation,
+    UnknownCandidate,
+    register_kind,
+)
+
+from .models import Procedure, ProcedureVersion, ReplayRun, ReplayStatus, VersionStatus
+
+KIND = "procedure_version"
+
+
+def _pk(value: str) -> int | None:
+    return int(value) if value and value.isdigit() and len(value) < 19 else None
+
+
+def _version(candidate_id: str) -> ProcedureVersion:
+    pk = _pk(candidate_id)
+    version = ProcedureVersion.objects.select_related("procedure").filter(pk=pk).first() if pk else None
+    if version is None:
+        raise UnknownCandidate(f"no procedure version {candidate_id}")
+    return version
+
+
+class ProcedureVersionKind(PromotableKind):
+    key = KIND
+    label = "procedure version"
+
+    def describe(self, candidate_id: str) -> Description:
+        version = _version(candidate_id)
+        procedure = version.procedure
+        tools = " → ".join(version.tools[:8]) + (" …" if len(version.tools) > 8 else "")
+        return Description(
+            title=f"{procedure.title or procedure.intent} v{version.number}",
+            summary=f"{len(version.steps)} steps: {tools}",
+            url=reverse("procedures:version", args=[version.pk]),
+            parent_key=str(procedure.pk),
+            parent_label=procedure.title or procedure.intent,
+        )
+
+    def current_active(self, parent_key: str) -> str | None:
+        pk = _pk(parent_key)
+        active = Procedure.objects.filter(pk=pk).values_list("active_version_id", flat=True).first() if pk else None
+        return str(active) if active else None
+
+    def gate_evidence(self, candidate_id: str) -> GateEvidence:
+        version = _version(candidate_id)
+        url = reverse("procedures:version", args=[version.pk])
+        replay = ReplayRun.objects.filter(version=version, status=ReplayStatus.DONE).order_by("-id").first()
+        if replay is None or replay.gate_report is None:
+            return GateEvidence(passing=None, summary="no finished replay yet", url=url)
+        failures = [check for check in replay.gate_report.get("checks", []) if not check.get("passed")]
+        details: dict[str, Any] = {
+            check["metric"]: f"{check.get('value')} ({'ok' if check.get('passed') else check.get('reason', 'failed')})"
+            for check in replay.gate_report.get("checks", [])
+            if "metric" in check
+        }
+        passed = bool(replay.passed)
+        summary = f"{replay.mode} replay #{replay.pk} on {len(replay.held_out_run_ids)} held-out runs: " + (
+            "gate passed" if passed else f"gate failed ({len(failures)} check{'s' if len(failures) != 1 else ''})"
+        )
+        return GateEvidence(passing=passed, summary=summary, details=details, url=url)
+
+    def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
+        candidate = _version(candidate_id)
+        active = ProcedureVersion.objects.filter(pk=_pk(active_id or "")).first() if active_id else None
+        return DiffView(
+            template="reviews/diff_steps.html",
+            context={
+                "before_label": f"active v{active.number}" if active else "no active version",
+                "after_label": f"candidate v{candidate.number}",
+                "before_steps": active.steps if active else [],
+                "after_steps": candidate.steps,
+                "sources": candidate.source_run_ids[:20],
+                "source_count": len(candidate.source_run_ids),
+            },
+        )
+
+    def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
+        version = _version(candidate_id)
+        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
+        actual = str(procedure.active_version_id) if procedure.active_version_id else None
+        if actual != expected_active_id:
+            raise StaleActivation(
+                parent_key=str(procedure.pk), expected_active_id=expected_active_id, actual_active_id=actual
+            )
+        previous = procedure.active_version_id
+        if previous is not None:
+            ProcedureVersion.objects.filter(pk=previous).update(status=VersionStatus.RETIRED)
+        ProcedureVersion.objects.filter(pk=version.pk).update(status=VersionStatus.ACTIVE)
+        revision = procedure.revision + 1
+        Procedure.objects.filter(pk=procedure.pk).update(
+            active_version=version.pk, revision=revision, updated_at=timezone.now()
+        )
+        audit_record(
+            actor=actor,
+            verb="procedure.activate",
+            target=procedure,
+            before={"active_version": previous, "revision": procedure.revision},
+            after={"active_version": version.pk, "number": version.number, "revision": revision},
+        )
+
+    def rollback_target(self, parent_key: str) -> str | None:
+        active = self.current_active(parent_key)
+        if active is None:
+            return None
+        for before, after in (
+            AuditEvent.objects.filter(
+                verb="procedure.activate", target_type="procedures.procedure", target_id=parent_key
+            )
+            .order_by("-id")
+            .values_list("before", "after")[:50]
+        ):
+            if str((after or {}).get("active_version")) == active:
+                previous = (before or {}).get("active_version")
+                return str(previous) if previous else None
+        return None
+
+    def history_url(self, parent_key: str) -> str:
+        return reverse("procedures:list")
+
+
+register_kind(ProcedureVersionKind())
