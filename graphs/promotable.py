@@ -9,11 +9,13 @@ dropped on commit), audit `workspace.set_active_revision` (the verb of the admin
 
 from __future__ import annotations
 
+import copy
+
 from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor, audit_record
-from graphs.core import skeleton, to_mermaid, unified_diff
+from graphs.core import Graph, skeleton, to_mermaid, unified_diff
 from reviews.registry import (
     Description,
     DiffView,
@@ -27,6 +29,7 @@ from reviews.registry import (
 from .models import Revision, Workspace
 from .selectors import graph_of
 from .services import _activate
+from .services import graph_append_accepted as append_accepted
 
 KIND = "graph_revision"
 GRAPH = Revision.Kind.GRAPH
@@ -153,6 +156,31 @@ class GraphRevisionKind(PromotableKind):
 
     def history_url(self, parent_key: str) -> str:
         return reverse("graphs:workspace", args=[parent_key])
+
+    def demo_candidate(self, *, actor: Actor) -> str | None:
+        """seed_demo: a refined two-hop graph appended as an accepted revision (once) above the active one."""
+        from . import revisions
+        from .demo import DEMO_SLUG, TWO_HOP_GRAPH
+
+        workspace = Workspace.objects.filter(slug=DEMO_SLUG).first()
+        head = revisions.head(workspace, GRAPH) if workspace else None
+        if head is None:
+            return None
+        if head.pk != workspace.active_revision_id:
+            return str(head.pk)
+        refined = copy.deepcopy(TWO_HOP_GRAPH)
+        for edge in refined["edges"]:
+            if (edge["source"], edge["target"]) == ("read", "answer"):
+                edge["pitfalls"] = "A first-hop fact does not answer a two-hop question: check the bridge was followed."
+        graph, _ = Graph.from_human(refined)
+        appended = append_accepted(
+            actor=actor,
+            workspace=workspace,
+            graph=graph,
+            expected_head=head.digest,
+            meta={"iteration": 2, "validation_score": 1.0, "note": "demo refinement"},
+        )
+        return str(appended.pk)
 
 
 register_kind(GraphRevisionKind())

@@ -139,5 +139,12 @@ class ProcedureVersionKind(PromotableKind):
     def history_url(self, parent_key: str) -> str:
         return reverse("procedures:list")
 
+    def demo_candidate(self, *, actor: Actor) -> str | None:
+        """seed_demo: the newest replayed, not yet active version (the refund procedure's first)."""
+        versions = ProcedureVersion.objects.filter(status__in=(VersionStatus.READY, VersionStatus.FAILED))
+        version = versions.filter(procedure__intent="refund_request").order_by("-number").first()
+        version = version or versions.order_by("-id").first()
+        return str(version.pk) if version else None
+
 
 register_kind(ProcedureVersionKind())

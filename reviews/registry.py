@@ -100,6 +100,10 @@ class PromotableKind(ABC):
         """Where the parent lives in its own app (optional)."""
         return ""
 
+    def demo_candidate(self, *, actor: Any) -> str | None:
+        """seed_demo only (optional): a candidate worth proposing in the demo, created by the owning app if needed."""
+        return None
+
 
 _KINDS: dict[str, PromotableKind] = {}
 

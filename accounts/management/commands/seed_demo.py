@@ -21,6 +21,7 @@ from accounts.roles import Role
 from accounts.services import Actor, api_token_create, audit_record
 from graphs.demo import seed_demo_graphs_step
 from procedures.demo import seed_demo_procedures_step
+from reviews.demo import seed_demo_reviews_step
 from trajectories.demo import seed_demo_runs
 
 DEMO_PASSWORD = "waymark-demo"
@@ -142,6 +143,7 @@ def seed_runs(ctx: SeedContext) -> str:
 SeedStep = Callable[[SeedContext], str]
 SEED_STEPS: list[SeedStep] = [seed_users, seed_agent_token, seed_runs, seed_demo_graphs_step]
 SEED_STEPS.append(seed_demo_procedures_step)
+SEED_STEPS.append(seed_demo_reviews_step)
 
 
 class Command(BaseCommand):

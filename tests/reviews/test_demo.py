@@ -1,0 +1,28 @@
+"""seed_demo leaves one open promotion request for a procedure candidate and one for a graph revision."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from accounts.models import User
+from reviews import selectors
+from reviews.models import PromotionRequest, PromotionStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_demo_leaves_an_open_request_per_kind_for_the_reviewers(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", stdout=io.StringIO())
+    requests = {r.kind: r for r in PromotionRequest.objects.all()}
+    assert set(requests) == {"procedure_version", "graph_revision"}
+    assert all(r.status == PromotionStatus.OPEN and r.proposer.username == "otto" for r in requests.values())
+    assert requests["graph_revision"].gate_snapshot["passing"] is True
+    rita = User.objects.get(username="rita")
+    assert [row.pending_for_me for row in selectors.queue_for(rita)] == [True, True]
+
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    assert PromotionRequest.objects.count() == 2
+    assert "reviews: procedure_version: already there; graph_revision: already there" in out.getvalue()
