@@ -153,6 +153,7 @@ CELERY_BEAT_SCHEDULE = {
     "reap-job-leases": {"task": "trajectories.jobs.reap_job_leases", "schedule": timedelta(minutes=1)},
     "settle-overdue-replays": {"task": "procedures.settle_overdue_replays", "schedule": timedelta(minutes=1)},
     "mine-new-runs": {"task": "procedures.mine_new_runs", "schedule": timedelta(minutes=10)},
+    "deliver-due-webhooks": {"task": "reviews.deliver_due_webhooks", "schedule": timedelta(minutes=1)},
 }
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
