@@ -5,6 +5,7 @@ import threading
 import pytest
 from django.core.cache import cache
 from django.db import connection
+from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
@@ -16,6 +17,7 @@ from procedures.services import procedure_activate
 from reviews import services
 from reviews.errors import Conflict
 from reviews.models import PromotionStatus
+from tests.conftest import logged_in
 from tests.procedures.factories import stored_version
 
 from .conftest import act
@@ -208,3 +210,30 @@ def test_twenty_competing_procedure_promotions_leave_exactly_one_active_version(
     assert procedure.active_version.status == VersionStatus.ACTIVE
     assert AuditEvent.objects.filter(verb="procedure.activate", target_id=str(procedure.pk)).count() == 2
     assert AuditEvent.objects.filter(verb="promotion.apply").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_item_page_of_a_graph_revision_draws_both_graphs_and_shows_the_diff(proposer, reviewer):
+    _, _, candidate = graph_workspace()
+    request = services.promotion_propose(
+        actor=act(proposer), kind="graph_revision", candidate_id=str(candidate.pk), rationale="evolved"
+    )
+    page = logged_in(reviewer).get(reverse("reviews:item", args=[request.pk])).content.decode()
+    assert page.count('class="mermaid"') == 2 and "mermaid.min.js" in page
+    assert "diff-add" in page and "validation score 0.9" in page
+    assert reverse("graphs:diff", args=["ws"]) in page
+
+
+@pytest.mark.django_db
+def test_the_item_page_of_a_procedure_version_shows_the_steps_side_by_side_with_source_runs(
+    proposer, reviewer, admin_user
+):
+    _, (first, second) = procedure_with_versions()
+    procedure_activate(actor=act(admin_user), version=first, expected_revision=0)
+    request = services.promotion_propose(
+        actor=act(proposer), kind="procedure_version", candidate_id=str(second.pk), rationale="fewer steps"
+    )
+    page = logged_in(reviewer).get(reverse("reviews:item", args=[request.pk])).content.decode()
+    assert "active v1" in page and "candidate v2" in page
+    assert "tool_0" in page and "tool_1" in page
+    assert reverse("procedures:version", args=[second.pk]) in page

@@ -203,3 +203,32 @@ def test_webhook_pages_are_for_admins(admin_user, reviewer, viewer):
     endpoint.refresh_from_db()
     assert endpoint.active is False
     assert client.get(reverse("reviews:deliveries")).status_code == 200
+
+
+@pytest.mark.parametrize("size", [2, 8])
+def test_the_history_page_runs_a_bounded_number_of_queries(
+    fake_kind, proposer, reviewer, viewer, size, django_assert_max_num_queries
+):
+    for n in range(size):
+        request = propose(fake_kind, proposer, f"c{n}")
+        services.judgment_submit(actor=act(reviewer), request=request, verdict="reject", comment=f"no {n}")
+    client = logged_in(viewer)
+    with django_assert_max_num_queries(10):
+        page = client.get(reverse("reviews:history", args=["fake", "p1"]))
+    assert page.status_code == 200 and f"no {size - 1}" in page.content.decode()
+
+
+@pytest.mark.parametrize("size", [1, 6])
+def test_the_delivery_log_runs_a_bounded_number_of_queries(admin_user, size, django_assert_max_num_queries):
+    from reviews.models import WebhookAttempt, WebhookDelivery
+
+    endpoint, _ = services.webhook_endpoint_create(
+        actor=act(admin_user), url="https://hooks.example.test/w", events=["promotion.activated"]
+    )
+    for n in range(size):
+        delivery = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"n": n})
+        WebhookAttempt.objects.create(delivery=delivery, number=1, status_code=500, error="HTTP 500")
+    client = logged_in(admin_user)
+    with django_assert_max_num_queries(8):
+        page = client.get(reverse("reviews:deliveries"))
+    assert page.content.decode().count("HTTP 500") >= size

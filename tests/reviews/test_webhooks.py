@@ -202,3 +202,25 @@ def test_a_committed_activation_is_delivered_after_commit(
     services.rollback_emergency(actor=act(admin_user), kind="fake", parent_key="p1", reason="v1 loops")
     assert len(receiver.received) == 1
     assert receiver.received[0][0]["X-Waymark-Event"] == "promotion.rolled_back"
+
+
+@pytest.mark.django_db
+def test_the_periodic_sweep_resends_due_deliveries_only(admin_user, receiver):
+    from django.utils import timezone
+
+    from reviews.tasks import deliver_due_webhooks
+
+    endpoint, _ = services.webhook_endpoint_create(
+        actor=act(admin_user), url=receiver.url, events=["promotion.activated"]
+    )
+    due = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"due": True})
+    WebhookDelivery.objects.create(
+        endpoint=endpoint,
+        event="promotion.activated",
+        payload={"due": False},
+        next_attempt_at=timezone.now() + timedelta(minutes=5),
+    )
+    assert deliver_due_webhooks() == 1
+    due.refresh_from_db()
+    assert due.status == DeliveryStatus.SENT
+    assert len(receiver.received) == 1
