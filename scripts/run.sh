@@ -4,6 +4,7 @@ set -euo pipefail
 port=${1:-8000}
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-config.settings.local}
 export PORT=$port
+export WAYMARK_URL=${WAYMARK_URL:-http://127.0.0.1:$port}
 mkdir -p var
 .venv/bin/python manage.py migrate --no-input -v 0
 .venv/bin/python manage.py seed_demo
