@@ -3,6 +3,8 @@
 import os
 
 from celery import Celery
+from django.db.utils import InterfaceError as DatabaseInterfaceError
+from django.db.utils import OperationalError as DatabaseOperationalError
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -10,5 +12,6 @@ app = Celery("waymark")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# Errors worth a retry with backoff: the network, the broker, the database connection.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
+# Errors worth a retry with backoff: the network and the broker (OSError covers ConnectionError and TimeoutError)
+# and a dropped or busy database connection. Tasks opt in: @shared_task(autoretry_for=TRANSIENT_ERRORS, ...).
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OSError, DatabaseOperationalError, DatabaseInterfaceError)
