@@ -1,0 +1,37 @@
+"""Celery is configured for reliability: a task is acknowledged only once done, and lost with no worker never."""
+
+from config.celery import TRANSIENT_ERRORS
+from config.celery import app as celery_app
+
+
+def test_tasks_are_acknowledged_late_and_requeued_when_the_worker_dies():
+    conf = celery_app.conf
+    assert conf.task_acks_late is True
+    assert conf.task_reject_on_worker_lost is True
+    assert conf.worker_prefetch_multiplier == 1
+
+
+def test_only_json_crosses_the_broker():
+    conf = celery_app.conf
+    assert conf.task_serializer == "json"
+    assert list(conf.accept_content) == ["json"]
+
+
+def test_every_task_has_a_time_limit():
+    conf = celery_app.conf
+    assert 0 < conf.task_soft_time_limit < conf.task_time_limit
+
+
+def test_retrying_tasks_back_off_on_transient_errors_only():
+    from django.db.utils import OperationalError
+
+    task = celery_app.tasks["procedures.replay_offline"]
+    assert task.autoretry_for == TRANSIENT_ERRORS
+    assert task.retry_backoff
+    assert issubclass(OperationalError, TRANSIENT_ERRORS) and issubclass(ConnectionError, TRANSIENT_ERRORS)
+    assert not issubclass(ValueError, TRANSIENT_ERRORS)
+
+
+def test_beat_runs_the_reapers():
+    tasks = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
+    assert {"config.reaper.reap_stuck_work", "trajectories.jobs.reap_job_leases"} <= tasks
