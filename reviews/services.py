@@ -240,9 +240,11 @@ def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, co
             locked = _lock(request)
             if not locked.is_pending:
                 raise Conflict(f"request #{locked.pk} is {locked.status}", code="not_open")
-            if Judgment.objects.filter(request=locked, reviewer=user).exists():
-                raise Conflict("you have already judged this request", code="already_judged")
-            Judgment.objects.create(request=locked, reviewer=user, verdict=verdict, comment=comment)
+            try:
+                with transaction.atomic():  # a savepoint: the database's one-judgment-per-reviewer constraint
+                    Judgment.objects.create(request=locked, reviewer=user, verdict=verdict, comment=comment)
+            except IntegrityError:
+                raise Conflict("you have already judged this request", code="already_judged") from None
             audit_record(
                 actor=actor,
                 verb="judgment.submit",
@@ -265,8 +267,6 @@ def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, co
     except StaleActivation as stale:
         _supersede(actor=actor, request_id=request.pk, active_id=stale.actual_active_id)
         raise _stale_conflict(request, stale.actual_active_id) from None
-    except IntegrityError:
-        raise Conflict("you have already judged this request", code="already_judged") from None
     return locked
 
 
@@ -443,13 +443,20 @@ def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
         )
         if kind:
             free = free.filter(kind=kind)
-        request = free.first()
-        if request is None:
-            return None
-        QueueLease.objects.update_or_create(
-            request=request, defaults={"holder": user, "expires_at": now + LEASE_DURATION}
-        )
-    return request
+        taken: list[int] = []
+        for _ in range(20):
+            request = free.exclude(pk__in=taken).first()  # locks this one row only (LIMIT 1, SKIP LOCKED)
+            if request is None:
+                return None
+            # Re-read under the row lock: a lease committed after this statement's snapshot still counts.
+            if QueueLease.objects.filter(request=request, expires_at__gt=now).exclude(holder=user).exists():
+                taken.append(request.pk)
+                continue
+            QueueLease.objects.update_or_create(
+                request=request, defaults={"holder": user, "expires_at": now + LEASE_DURATION}
+            )
+            return request
+    return None
 
 
 def queue_release(*, actor: Actor, request: PromotionRequest) -> None:

@@ -91,3 +91,47 @@ def test_an_activation_slipping_in_between_read_and_write_makes_the_request_stal
     assert request.judgments.count() == 1  # the losing approval was rolled back with the activation
     assert fake_kind.current_active("p1") == "rival"
     assert not AuditEvent.objects.filter(verb="promotion.apply").exists()
+
+
+def run_at_once(calls):
+    """Run each call in its own thread (own connection), released together; returns results or exceptions."""
+    barrier = threading.Barrier(len(calls))
+    results = [None] * len(calls)
+
+    def run(index, call):
+        try:
+            barrier.wait()
+            results[index] = call()
+        except Exception as exc:
+            results[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
+def test_a_reviewer_submitting_twice_at_once_records_one_judgment(fake_kind, proposer, reviewer):
+    fake_kind.add("v1")
+    request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
+    results = run_at_once(
+        [lambda: services.judgment_submit(actor=act(reviewer), request=request, verdict="approve")] * 5
+    )
+    conflicts = [r for r in results if isinstance(r, Conflict)]
+    assert len(conflicts) == 4 and all(c.code == "already_judged" for c in conflicts), results
+    assert request.judgments.count() == 1
+
+
+def test_two_reviewers_taking_the_next_item_at_once_get_different_items(fake_kind, proposer, reviewer, second_reviewer):
+    for candidate in ("a", "b"):
+        fake_kind.add(candidate, parent=f"p-{candidate}")
+        services.promotion_propose(actor=act(proposer), kind="fake", candidate_id=candidate, rationale="go")
+    results = run_at_once(
+        [lambda: services.queue_next(actor=act(reviewer)), lambda: services.queue_next(actor=act(second_reviewer))]
+    )
+    assert all(isinstance(r, PromotionRequest) for r in results), results
+    assert results[0].pk != results[1].pk
