@@ -50,7 +50,8 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "recent": selectors.recent_closed(request.user, kind=kind),
         "mine_count": sum(1 for row in rows if row.pending_for_me),
     }
-    return render(request, "reviews/queue.html", context)
+    template = "reviews/queue.html#items" if request.htmx else "reviews/queue.html"
+    return render(request, template, context)
 
 
 @login_required

@@ -232,3 +232,11 @@ def test_the_delivery_log_runs_a_bounded_number_of_queries(admin_user, size, dja
     with django_assert_max_num_queries(8):
         page = client.get(reverse("reviews:deliveries"))
     assert page.content.decode().count("HTTP 500") >= size
+
+
+def test_an_htmx_filter_request_gets_the_items_fragment_only(fake_kind, proposer, reviewer):
+    request = propose(fake_kind, proposer)
+    response = logged_in(reviewer).get(reverse("reviews:queue") + "?kind=fake", headers={"HX-Request": "true"})
+    body = response.content.decode()
+    assert response.status_code == 200 and 'id="queue-items"' in body and request.title in body
+    assert "<html" not in body and "Take the next item" not in body
