@@ -240,3 +240,8 @@ def test_an_htmx_filter_request_gets_the_items_fragment_only(fake_kind, proposer
     body = response.content.decode()
     assert response.status_code == 200 and 'id="queue-items"' in body and request.title in body
     assert "<html" not in body and "Take the next item" not in body
+
+
+def test_an_unknown_or_out_of_range_item_is_404(reviewer):
+    for pk in (424242, 10**24):
+        assert logged_in(reviewer).get(f"/reviews/{pk}/").status_code == 404
