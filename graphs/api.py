@@ -89,7 +89,7 @@ def _active_headers(response: HttpResponse, summary: dict) -> HttpResponse:
 @router.get(
     "/{ws}/active",
     auth=READ,
-    response={200: GraphRevisionOut, 304: None, 401: Error, 403: Error, 404: Error},
+    response={200: GraphRevisionOut, 304: None, 401: Error, 403: Error, 404: Error, 422: Error},
     summary="The active graph (refiner shape) with digest, seq and meta; strong ETag, If-None-Match answers 304",
 )
 def active_graph(request: HttpRequest, ws: str):
