@@ -47,7 +47,8 @@ def _in_range(moment: datetime) -> datetime:
     aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     if not EARLIEST <= aware <= LATEST:
         raise ValueError("must be between 1900-01-01 and 9999-12-30")
-    return moment
+    # Stored in UTC: any offset a client sends is valid ISO 8601, but PostgreSQL refuses offsets beyond ±15:59.
+    return aware.astimezone(UTC)
 
 
 def text(max_length: int | None = None, *, required: bool = False, strip: bool = True) -> Any:

@@ -258,3 +258,13 @@ def test_json_nested_beyond_the_parser_answers_400(api_client, writer):
 @pytest.mark.parametrize("query", ["source=%00", "q=a%00b", "cursor=%00"])
 def test_nul_characters_in_list_parameters_answer_422(api_client, reader, query):
     assert_error(api_client.get(f"{URL}?{query}", token=reader), 422)
+
+
+def test_any_utc_offset_is_accepted_and_stored_in_utc(api_client, writer):
+    """ISO 8601 allows offsets PostgreSQL refuses (beyond ±15:59); times are converted to UTC before storage."""
+    raw = '{"runs": [{"source": "s", "external_id": "e", "started_at": "4542-03-21T23:19:58+23:20"}]}'
+    response = api_client.post(URL, raw=raw.encode(), token=writer)
+    assert response.status_code == 201, response.content
+    started = Run.objects.get().started_at
+    assert started.utcoffset().total_seconds() == 0
+    assert started.isoformat() == "4542-03-20T23:59:58+00:00"
