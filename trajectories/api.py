@@ -13,6 +13,7 @@ from ninja import Query, Router, Status
 
 from accounts.services import Actor
 from config.auth import scoped
+from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
 
 from . import selectors, services
@@ -119,7 +120,7 @@ def list_runs(request: HttpRequest, filters: Query[RunFilterIn]):
             cursor=filters.cursor,
             limit=filters.limit,
         )
-    except selectors.InvalidCursor as exc:
+    except InvalidCursor as exc:
         raise ApiError(400, "bad_cursor", str(exc))
     return Status(200, {"items": page.runs, "next_cursor": page.next_cursor})
 

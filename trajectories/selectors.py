@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from django.db.models import Exists, OuterRef, QuerySet
 from django.shortcuts import get_object_or_404
 
+from config.cursors import IntCursor
+
 from .core.steps import TrajectoryRun, TrajectoryStep, normalize_tool
 from .models import Run, Step
 
 MAX_PAGE_SIZE = 200
-_CURSOR_PREFIX = "run:"
-
-
-class InvalidCursor(ValueError):
-    pass
-
-
-def encode_cursor(run_id: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{run_id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidCursor("the cursor is not one this API issued") from None
-    number = text.removeprefix(_CURSOR_PREFIX)
-    if not text.startswith(_CURSOR_PREFIX) or not number.isdigit():
-        raise InvalidCursor("the cursor is not one this API issued")
-    return int(number)
+RUN_CURSOR = IntCursor("run")
 
 
 @dataclass(frozen=True)
@@ -69,11 +50,11 @@ def run_page(*, filters: RunFilters, cursor: str | None = None, limit: int = 50)
     limit = max(1, min(limit, MAX_PAGE_SIZE))
     runs = filters.apply(Run.objects.defer("metadata")).order_by("-id")
     if cursor:
-        runs = runs.filter(id__lt=decode_cursor(cursor))
+        runs = runs.filter(id__lt=RUN_CURSOR.decode(cursor))
     rows = list(runs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return RunPage(runs=rows, next_cursor=encode_cursor(rows[-1].pk) if more else None)
+    return RunPage(runs=rows, next_cursor=RUN_CURSOR.encode(rows[-1].pk) if more else None)
 
 
 def run_with_steps(run_id: int) -> Run:

@@ -5,6 +5,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.http import urlencode
 
+from config.cursors import InvalidCursor
+
 from . import selectors
 from .forms import RunFilterForm
 
@@ -20,7 +22,7 @@ def list_view(request: HttpRequest) -> HttpResponse:
     notice = "" if form.is_valid() or not form.is_bound else "Some filters were not valid and were ignored."
     try:
         page = selectors.run_page(filters=filters, cursor=values.get("cursor") or None, limit=PAGE_SIZE)
-    except selectors.InvalidCursor:
+    except InvalidCursor:
         notice = "That page link is no longer valid; showing the newest runs."
         page = selectors.run_page(filters=filters, limit=PAGE_SIZE)
     active = {name: values[name] for name in FILTER_FIELDS if values.get(name)}

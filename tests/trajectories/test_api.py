@@ -268,3 +268,11 @@ def test_any_utc_offset_is_accepted_and_stored_in_utc(api_client, writer):
     started = Run.objects.get().started_at
     assert started.utcoffset().total_seconds() == 0
     assert started.isoformat() == "4542-03-20T23:59:58+00:00"
+
+
+def test_a_cursor_with_non_ascii_digits_answers_400(api_client, reader):
+    import base64
+
+    odd = base64.urlsafe_b64encode("run:²".encode()).decode().rstrip("=")
+    response = api_client.get(f"{URL}?cursor={odd}", token=reader)
+    assert response.status_code == 400
