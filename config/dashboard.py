@@ -7,6 +7,7 @@ from django.urls import NoReverseMatch, reverse
 
 from accounts.models import AuditEvent
 from llm.models import ModelCall
+from reviews.selectors import pending_count
 from trajectories.models import Outcome, Run
 
 RECENT_RUNS = 5
@@ -45,6 +46,7 @@ def _counts() -> list[Stat]:
         Stat("Failed runs", runs["failure"], _url("trajectories:list", query="outcome=failure")),
         Stat("Steps", runs["steps"]),
         Stat("Model calls", ModelCall.objects.count(), _url("llm:calls")),
+        Stat("Open reviews", pending_count(), _url("reviews:queue")),
     ]
 
 

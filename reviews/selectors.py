@@ -138,6 +138,18 @@ def history_for(user, *, kind: str, parent_key: str) -> list[PromotionRequest]:
     return rows
 
 
+def pending_requests_for(*, kind: str, parent_key: str) -> dict[str, PromotionRequest]:
+    """The pending (open or approved) requests of one artifact keyed by candidate id, in one query; for the owning
+    apps' pages, which link a candidate to its open request instead of offering to propose it again."""
+    rows = PromotionRequest.objects.filter(kind=kind, parent_key=parent_key, status__in=PENDING_STATUSES)
+    return {row.candidate_id: row for row in rows.order_by("id")}
+
+
+def pending_count() -> int:
+    """How many promotion requests wait for judgment or an override (the dashboard's "open reviews")."""
+    return PromotionRequest.objects.filter(status__in=PENDING_STATUSES).count()
+
+
 def recent_closed(user, *, kind: str = "", limit: int = 20) -> list[PromotionRequest]:
     require_member(user)
     queryset = PromotionRequest.objects.exclude(status__in=PENDING_STATUSES).select_related("proposer")

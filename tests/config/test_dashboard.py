@@ -7,6 +7,7 @@ from django.urls import reverse
 from accounts.services import Actor, audit_record
 from llm.core import ModelRequest, ModelResponse
 from llm.services import model_call_start, model_call_succeed
+from reviews.models import PromotionRequest, PromotionStatus
 from tests.conftest import logged_in
 from tests.trajectories.factories import ingest, run_item, step_item
 
@@ -30,6 +31,21 @@ def make_events(count: int, actor) -> None:
     for number in range(count):
         with transaction.atomic():
             audit_record(actor=Actor(user=actor), verb="demo.touch", target=("demo.thing", str(number)))
+
+
+def make_promotion_requests(count: int, proposer, status: str = PromotionStatus.OPEN) -> None:
+    PromotionRequest.objects.bulk_create(
+        PromotionRequest(
+            kind="procedure_version",
+            candidate_id=f"{status}-{number}",
+            parent_key="1",
+            title=f"Refund v{number}",
+            proposer=proposer,
+            rationale="better",
+            status=status,
+        )
+        for number in range(count)
+    )
 
 
 def counts_of(response) -> dict[str, int]:
@@ -95,14 +111,28 @@ def test_activity_about_a_run_links_to_the_runs_page(operator):
     assert event.target_url == reverse("trajectories:detail", args=[run_id])
 
 
+def test_it_counts_open_reviews_and_links_to_the_queue(operator):
+    make_promotion_requests(2, operator)
+    make_promotion_requests(1, operator, status=PromotionStatus.APPROVED)
+    make_promotion_requests(3, operator, status=PromotionStatus.APPLIED)
+
+    response = logged_in(operator).get(DASHBOARD)
+
+    stat = next(stat for stat in response.context["counts"] if stat.label == "Open reviews")
+    assert stat.value == 3
+    assert stat.url == reverse("reviews:queue")
+    assert f'href="{stat.url}"'.encode() in response.content
+
+
 @pytest.mark.parametrize("size", [3, 30])
 def test_it_takes_a_fixed_number_of_queries(operator, admin_user, size, django_assert_max_num_queries):
     make_runs(success=size, failure=size)
     make_model_calls(size)
     make_events(size, actor=admin_user)
+    make_promotion_requests(size, operator)
     client = logged_in(operator)
 
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(8):
         response = client.get(DASHBOARD)
 
     assert response.status_code == 200
