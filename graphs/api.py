@@ -1,21 +1,21 @@
-"""/api/v1/graphs: agents read the active graph (ETag, 304) and revisions, and ask for step guidance."""
+"""/api/v1/graphs: agents read the active graph (ETag, 304) and revisions, and ask for step guidance.
+
+Nothing here moves the active pointer: that is a promotion through reviews (POST /api/v1/promotions).
+"""
 
 from __future__ import annotations
 
 import json
 
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import parse_etags
 from ninja import Query, Router, Status
 
-from accounts.services import Actor
 from config.auth import scoped
 from config.errors import ApiError, Error
-from graphs.core import GraphError
 from llm.core import ModelError
 
-from . import cache, selectors, services
+from . import cache, selectors
 from .guidance import NoActiveGraph, workspace_guidance
 from .schemas import (
     GraphRevisionOut,
@@ -23,8 +23,6 @@ from .schemas import (
     GuidanceOut,
     RevisionPageIn,
     RevisionPageOut,
-    SetActiveIn,
-    SetActiveOut,
     WorkspaceListOut,
 )
 
@@ -32,8 +30,6 @@ router = Router(tags=["graphs"])
 
 READ = scoped("graphs:read")
 GUIDE = scoped("graphs:guide")
-# Until the review issue lands, an admin may move the active pointer directly; the review scope gates the token.
-ACTIVATE = scoped("reviews:judge")
 
 
 def _summary_out(summary: dict | None) -> dict | None:
@@ -185,31 +181,3 @@ def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
             "revision": answer.revision["digest"],
         },
     )
-
-
-@router.post(
-    "/{ws}/active",
-    auth=ACTIVATE,
-    response={200: SetActiveOut, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
-    summary="Admins only, until reviews land: make a graph revision active (expected_active guards against races)",
-)
-def set_active(request: HttpRequest, ws: str, payload: SetActiveIn):
-    workspace = selectors.workspace_by_slug(ws)
-    try:
-        revision = selectors.resolve_revision(workspace, payload.revision)
-        expected = None
-        if payload.expected_active is not None:
-            expected = selectors.resolve_revision(workspace, payload.expected_active).pk
-    except selectors.InvalidRef as exc:
-        raise _bad_ref(exc)
-    try:
-        services.workspace_set_active_revision(
-            actor=Actor.of_request(request), workspace=workspace, revision=revision, expected_active_id=expected
-        )
-    except PermissionDenied as exc:
-        raise ApiError(403, "forbidden", str(exc))
-    except services.ActiveRevisionMoved as exc:
-        raise ApiError(409, "conflict", str(exc), {"expected": payload.expected_active})
-    except (ValueError, GraphError) as exc:
-        raise ApiError(422, "invalid", str(exc))
-    return Status(200, {"workspace": workspace.slug, "active": {"seq": revision.seq, "digest": revision.digest}})

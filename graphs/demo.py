@@ -98,9 +98,7 @@ def seed_demo_graphs(*, actor: Actor) -> DemoGraphs:
     workspace.refresh_from_db()
     if workspace.active_revision_id is None:
         latest = revisions.head(workspace, Revision.Kind.GRAPH)
-        services.workspace_set_active_revision(
-            actor=actor, workspace=workspace, revision=latest, expected_active_id=None
-        )
+        services.workspace_seed_active_revision(actor=actor, workspace=workspace, revision=latest)
         workspace.refresh_from_db()
     return DemoGraphs(workspace, created)
 

@@ -1,4 +1,4 @@
-"""Forms of the graph pages: try guidance, compare revisions, make a revision active (admins)."""
+"""Forms of the graph pages: try guidance, compare revisions."""
 
 from __future__ import annotations
 
@@ -35,8 +35,3 @@ class GuidanceForm(forms.Form):
 class DiffForm(forms.Form):
     from_ref = forms.CharField(required=False, max_length=64, label="From")
     to_ref = forms.CharField(required=False, max_length=64, label="To")
-
-
-class ActivateForm(forms.Form):
-    revision = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
-    expected_active = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)

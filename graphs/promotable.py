@@ -4,7 +4,8 @@ parent_key = the workspace slug, candidate ids = graph revision pks (strings). G
 revision by the evolution gate (origin "accepted" with its validation score); a seeded, onboarded or transferred
 graph has none, so its promotion needs an admin override with a reason. Activation runs inside the review's
 transaction: lock the workspace, check the expected active revision, move the pointer (the active-graph cache is
-dropped on commit), audit `workspace.set_active_revision` (the verb of the admin path, so rollbacks read one history).
+dropped on commit), audit `workspace.set_active_revision` (the verb seeding writes too, so rollbacks read one history).
+This is the only way a workspace's active pointer moves after seeding.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from reviews.registry import (
 
 from .models import Revision, Workspace
 from .selectors import graph_of
-from .services import _activate
 from .services import graph_append_accepted as append_accepted
+from .services import workspace_activate_revision_in_transaction
 
 KIND = "graph_revision"
 GRAPH = Revision.Kind.GRAPH
@@ -129,7 +130,7 @@ class GraphRevisionKind(PromotableKind):
                 parent_key=locked.slug, expected_active_id=expected_active_id, actual_active_id=actual
             )
         before = locked.active_revision_id
-        _activate(locked, revision)
+        workspace_activate_revision_in_transaction(workspace=locked, revision=revision)
         audit_record(
             actor=actor,
             verb="workspace.set_active_revision",

@@ -109,13 +109,3 @@ class GuidanceOut(Schema):
     subgraph_digest: str | None
     mode: str
     revision: str = Field(description="the digest of the graph revision the guidance came from (pin it with this)")
-
-
-class SetActiveIn(InputSchema):
-    revision: Ref
-    expected_active: Ref | None = Field(description="the active revision (seq or digest) you saw; null for none")
-
-
-class SetActiveOut(Schema):
-    workspace: str
-    active: RevisionRefOut

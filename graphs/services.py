@@ -1,7 +1,9 @@
-"""Every write of graphs: workspaces, seeding, accepted revisions, transfer and the active pointer.
+"""Every write of graphs: workspaces, seeding, accepted revisions, transfer and the seeded active pointer.
 
 Each service is one durable transaction that writes its audit event inside; the active-graph cache entry of a
-workspace is dropped on commit whenever its pointer moves.
+workspace is dropped on commit whenever its pointer moves. Seeding sets a workspace's first active revision; every
+later move of the pointer is a promotion through reviews (graphs/promotable.py), which calls
+`workspace_activate_revision_in_transaction` inside the review's transaction.
 """
 
 from __future__ import annotations
@@ -24,16 +26,6 @@ from .models import Revision, Workspace, default_vocabulary
 
 GRAPH = Revision.Kind.GRAPH
 VOCABULARY_KEYS = ("relations", "node_types", "attribute_fields")
-
-
-class ActiveRevisionMoved(Exception):
-    """The workspace's active revision is not the one the caller expected."""
-
-    def __init__(self, workspace: str, expected: int | None, actual: int | None) -> None:
-        self.workspace = workspace
-        self.expected = expected
-        self.actual = actual
-        super().__init__(f"the active revision of workspace {workspace!r} changed since it was read; reload and retry")
 
 
 @dataclass(frozen=True)
@@ -91,7 +83,9 @@ def _invalidate_on_commit(workspace: Workspace) -> None:
     transaction.on_commit(lambda: cache.forget_active(slug))
 
 
-def _activate(workspace: Workspace, revision: Revision) -> None:
+def workspace_activate_revision_in_transaction(*, workspace: Workspace, revision: Revision) -> None:
+    """Point `workspace` (locked by the caller) at `revision` inside the caller's transaction; the cache entry is
+    dropped on commit. For seeding and for the graph_revision promotable kind only: it checks and audits nothing."""
     workspace.active_revision = revision
     workspace.updated_at = timezone.now()
     workspace.save(update_fields=["active_revision", "updated_at"])
@@ -107,7 +101,7 @@ def _append_seed(*, actor: Actor, workspace: Workspace, graph: Graph, meta: dict
         after={"workspace": workspace.slug, "seq": revision.seq, "digest": revision.digest, "meta": meta},
     )
     if activate:
-        _activate(workspace, revision)
+        workspace_activate_revision_in_transaction(workspace=workspace, revision=revision)
     return revision
 
 
@@ -247,30 +241,23 @@ def graph_append_accepted(
     return revision
 
 
-def workspace_set_active_revision(
-    *, actor: Actor, workspace: Workspace, revision: Revision, expected_active_id: int | None
-) -> Workspace:
-    """Admins only (until reviews land): point agents at `revision`; ActiveRevisionMoved when the pointer moved.
-
-    The system actor (commands such as seed_demo: no user, no token) may too.
-    """
-    is_system = actor.user is None and actor.token is None
-    if not is_system and (actor.user is None or not actor.user.is_admin):
-        raise PermissionDenied("only an admin may set the active revision directly")
+def workspace_seed_active_revision(*, actor: Actor, workspace: Workspace, revision: Revision) -> Workspace:
+    """Seeding only (the system actor of commands such as seed_demo): give a workspace with no active revision its
+    first one. A workspace that has an active revision is refused: moving the pointer is a promotion (reviews)."""
+    if actor.user is not None or actor.token is not None:
+        raise PermissionDenied("only seeding commands set a first active revision; propose a promotion instead")
     if revision.workspace_id != workspace.pk or revision.kind != GRAPH:
         raise ValueError("the revision must be a graph revision of this workspace")
     with transaction.atomic(durable=True):
         locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
-        if locked.active_revision_id != expected_active_id:
-            raise ActiveRevisionMoved(locked.slug, expected_active_id, locked.active_revision_id)
-        before = locked.active_revision_id
-        if before != revision.pk:
-            _activate(locked, revision)
-            audit_record(
-                actor=actor,
-                verb="workspace.set_active_revision",
-                target=locked,
-                before={"active_revision": before},
-                after={"active_revision": revision.pk, "seq": revision.seq, "digest": revision.digest},
-            )
+        if locked.active_revision_id is not None:
+            raise ValueError(f"workspace {locked.slug!r} has an active revision already; propose a promotion instead")
+        workspace_activate_revision_in_transaction(workspace=locked, revision=revision)
+        audit_record(
+            actor=actor,
+            verb="workspace.set_active_revision",
+            target=locked,
+            before={"active_revision": None},
+            after={"active_revision": revision.pk, "seq": revision.seq, "digest": revision.digest, "seeded": True},
+        )
     return locked

@@ -8,5 +8,4 @@ urlpatterns = [
     path("<slug:slug>/", views.workspace_view, name="workspace"),
     path("<slug:slug>/diff/", views.diff_view, name="diff"),
     path("<slug:slug>/guidance/", views.guidance_view, name="guidance"),
-    path("<slug:slug>/activate/", views.activate_view, name="activate"),
 ]

@@ -1,24 +1,26 @@
-"""Graph pages: workspaces, one workspace (graphs drawn with Mermaid, tables, history), diffs, try guidance."""
+"""Graph pages: workspaces, one workspace (graphs drawn with Mermaid, tables, history), diffs, try guidance.
+
+A revision becomes active only through reviews: the history offers "propose for activation" (reviews:propose).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from accounts.services import Actor
 from graphs.core import Graph, to_mermaid
+from reviews.selectors import pending_requests_for
 
-from . import selectors, services
-from .forms import ActivateForm, DiffForm, GuidanceForm
+from . import selectors
+from .forms import DiffForm, GuidanceForm
 from .guidance import NoActiveGraph, workspace_guidance
 from .models import Revision, Workspace
+from .promotable import KIND as PROMOTION_KIND
 
 DRAW_LIMIT = 150
 TABLE_LIMIT = 500
@@ -58,6 +60,9 @@ def _page_context(
     request: HttpRequest, workspace: Workspace, *, guidance_form: GuidanceForm | None = None, **extra: Any
 ) -> dict[str, Any]:
     history = selectors.revision_history(workspace)
+    pending = pending_requests_for(kind=PROMOTION_KIND, parent_key=workspace.slug)
+    for revision in history:
+        revision.pending_request = pending.get(str(revision.pk))
     head = history[0] if history else None
     active = workspace.active_revision
     viewing, view_error = active or head, ""
@@ -79,7 +84,9 @@ def _page_context(
         "diff_form": DiffForm(
             initial={"from_ref": history[1].seq if len(history) > 1 else "", "to_ref": head.seq if head else ""}
         ),
-        "can_activate": request.user.is_admin,
+        "can_propose": request.user.is_reviewer or request.user.is_operator,
+        "pending_requests": list(pending.values()),
+        "promotion_kind": PROMOTION_KIND,
         "draw_limit": DRAW_LIMIT,
         **extra,
     }
@@ -152,30 +159,3 @@ def guidance_view(request: HttpRequest, slug: str) -> HttpResponse:
         context = {"workspace": workspace, **extra}
         return render(request, "graphs/workspace.html#guidance", context, status=status)
     return render(request, "graphs/workspace.html", _page_context(request, workspace, **extra), status=status)
-
-
-@login_required
-@require_POST
-def activate_view(request: HttpRequest, slug: str) -> HttpResponse:
-    """Admins only, until reviews land: make a graph revision the one agents receive."""
-    if not request.user.is_admin:
-        raise PermissionDenied("only an admin may make a revision active")
-    workspace = selectors.workspace_by_slug(slug)
-    form = ActivateForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "That form was incomplete; nothing changed.")
-        return redirect("graphs:workspace", slug=slug)
-    try:
-        revision = selectors.resolve_revision(workspace, str(form.cleaned_data["revision"]))
-        services.workspace_set_active_revision(
-            actor=Actor.of_request(request),
-            workspace=workspace,
-            revision=revision,
-            expected_active_id=form.cleaned_data["expected_active"],
-        )
-    except services.ActiveRevisionMoved as exc:
-        workspace = selectors.workspace_by_slug(slug)
-        context = _page_context(request, workspace, activate_error=str(exc))
-        return render(request, "graphs/workspace.html", context, status=409)
-    messages.success(request, f"Revision #{revision.seq} ({revision.short_digest}) is now active.")
-    return redirect("graphs:workspace", slug=slug)

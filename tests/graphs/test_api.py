@@ -1,11 +1,17 @@
-"""/api/v1/graphs: active graph with ETag/304, revisions, guidance (raw and generative), the admin pointer move."""
+"""/api/v1/graphs: active graph with ETag/304, revisions, guidance (raw and generative); the pointer moves only by a
+promotion through reviews (POST /api/v1/promotions…), never through this router."""
 
 import pytest
 
+from accounts.roles import Role
+from graphs import services
 from graphs.core import END, START, Edge, Graph, Node
 from graphs.models import Revision
 from llm.models import ModelCall
-from tests.graphs.factories import make_demo_workspace, make_empty_workspace, make_workspace
+from reviews.models import PromotionRequest, PromotionStatus
+from tests.factories import user_with
+from tests.graphs.factories import SYSTEM, make_demo_workspace, make_empty_workspace, make_workspace
+from tests.promote import promote_graph_revision
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +37,16 @@ def outsider_token(make_token, django_user_model):
     user.is_active = False
     user.save(update_fields=["is_active"])
     return token
+
+
+@pytest.fixture
+def proposer_token(make_token):
+    return make_token(user_with(Role.REVIEWER), "reviews:judge")
+
+
+@pytest.fixture
+def judge_token(make_token):
+    return make_token(user_with(Role.REVIEWER), "reviews:judge")
 
 
 @pytest.fixture
@@ -94,17 +110,13 @@ def test_the_active_graph_carries_a_strong_etag_and_answers_304(api_client, read
     assert stale.status_code == 200
 
 
-def test_the_active_graph_follows_the_pointer_when_it_moves(
-    api_client, reader, demo, admin_user, make_token, django_capture_on_commit_callbacks
-):
+def test_the_active_graph_follows_the_pointer_when_a_promotion_moves_it(api_client, reader, demo):
     first = api_client.get(f"{DEMO}/active", token=reader)
-    admin = make_token(admin_user, "reviews:judge")
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        moved = api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "1"}, token=admin)
-    assert len(callbacks) == 1  # the cached card is dropped on commit
-    assert moved.status_code == 200, moved.content
+    skeleton = Revision.objects.get(workspace=demo, kind=Revision.Kind.GRAPH, seq=0)
+    promote_graph_revision(skeleton)  # the cached card is dropped on commit
     second = api_client.get(f"{DEMO}/active", token=reader, **{"If-None-Match": first["ETag"]})
     assert second.status_code == 200 and second.json()["seq"] == 0
+    assert second["ETag"] != first["ETag"]
 
 
 def test_no_active_graph_and_an_unknown_workspace_answer_404(api_client, reader):
@@ -241,26 +253,45 @@ def test_malformed_json_guidance_never_answers_500(api_client, reader, demo):
     assert response.status_code in (400, 422)
 
 
-# -- moving the pointer (admin only until reviews land) --------------------------------------------------------------
+# -- moving the pointer: only through reviews ------------------------------------------------------------------------
 
 
-def test_a_stale_expected_active_revision_answers_409(api_client, demo, admin_user, make_token):
-    admin = make_token(admin_user, "reviews:judge")
-    body = assert_error(
-        api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "0"}, token=admin), 409, "conflict"
+def test_a_stale_promotion_of_a_graph_revision_answers_409_over_the_judgments_api(
+    api_client, demo, proposer_token, judge_token
+):
+    skeleton = Revision.objects.get(workspace=demo, kind=Revision.Kind.GRAPH, seq=0)
+    proposed = api_client.post(
+        "/api/v1/promotions",
+        {"kind": "graph_revision", "candidate_id": str(skeleton.pk), "rationale": "back to the seed"},
+        token=proposer_token,
     )
-    assert "changed" in body["message"]
-    assert active_rev(demo).seq == 1
+    assert proposed.status_code == 201, proposed.content
+    head = active_rev(demo)
+    newer = services.graph_append_accepted(
+        actor=SYSTEM, workspace=demo, graph=big_graph(3), expected_head=head.digest, meta={"validation_score": 0.9}
+    )
+    # The pointer moved since the request was proposed (judged before the winner's after-commit sweep supersedes it).
+    promote_graph_revision(newer, on_commit=False)
+
+    response = api_client.post(
+        f"/api/v1/promotions/{proposed.json()['id']}/judgments", {"verdict": "approve"}, token=judge_token
+    )
+
+    body = assert_error(response, 409, "stale")
+    assert "stale" in body["message"]
+    assert active_rev(demo).pk == newer.pk
+    assert PromotionRequest.objects.get(pk=proposed.json()["id"]).status == PromotionStatus.SUPERSEDED
 
 
-def test_only_admins_move_the_pointer(api_client, demo, reviewer, make_token):
-    token = make_token(reviewer, "reviews:judge")
+def test_no_graphs_operation_moves_the_pointer(api_client, demo, make_token, admin_user):
+    token = make_token(admin_user, "reviews:judge", "graphs:read", "graphs:guide")
     response = api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "1"}, token=token)
-    assert_error(response, 403, "forbidden")
+    assert response.status_code == 405
     assert active_rev(demo).seq == 1
-    assert_error(api_client.post(f"{DEMO}/active", {"revision": "0", "expected_active": "1"}), 401)
-    missing_field = api_client.post(f"{DEMO}/active", {"revision": "0"}, token=token)
-    assert_error(missing_field, 422)
+    assert not any(
+        "post" in operations and path.endswith("/active")
+        for path, operations in api_client.get("/api/v1/openapi.json").json()["paths"].items()
+    )
 
 
 # -- query counts ----------------------------------------------------------------------------------------------------

@@ -4,10 +4,11 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache as shared
 
-from graphs import cache, selectors, services
+from graphs import cache, selectors
 from graphs.guidance import workspace_guidance
 from graphs.models import Revision
-from tests.graphs.factories import SYSTEM, make_demo_workspace
+from tests.graphs.factories import make_demo_workspace
+from tests.promote import promote_graph_revision
 
 pytestmark = pytest.mark.django_db
 
@@ -43,9 +44,7 @@ def test_a_pointer_move_elsewhere_reaches_this_process_within_the_local_window(m
     workspace = make_demo_workspace()
     assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1
     first = Revision.objects.get(workspace=workspace, seq=0)
-    services.workspace_set_active_revision(
-        actor=SYSTEM, workspace=workspace, revision=first, expected_active_id=workspace.active_revision_id
-    )
+    promote_graph_revision(first, on_commit=False)  # committed by another process: its callback runs there
     shared.set(cache._version_key(workspace.slug), "moved-elsewhere", None)  # the commit callback of another process
     assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1  # this process's copy, for at most 1 s
     monkeypatch.setattr(cache, "CARD_LOCAL_SECONDS", 0.0)

@@ -6,8 +6,10 @@ from django.urls import reverse
 from accounts.models import AuditEvent
 from graphs.models import Revision
 from llm.models import ModelCall
+from reviews.models import PromotionRequest
 from tests.conftest import logged_in
 from tests.graphs.factories import make_demo_workspace, make_empty_workspace, make_workspace
+from tests.promote import promote_graph_revision
 
 pytestmark = pytest.mark.django_db
 
@@ -44,13 +46,8 @@ def test_an_inactive_user_cannot_see_the_pages(outsider, demo):
 
 
 def test_the_workspace_page_draws_active_and_head_and_lists_nodes_transitions_history(viewer, demo, admin_user):
-    from accounts.services import Actor
-    from graphs import services
-
     first = Revision.objects.get(workspace=demo, seq=0)
-    services.workspace_set_active_revision(
-        actor=Actor(user=admin_user), workspace=demo, revision=first, expected_active_id=demo.active_revision_id
-    )
+    promote_graph_revision(first)
     html = page(viewer, "workspace", "two-hop-qa").content.decode()
     assert html.count('<pre class="mermaid"') == 2
     assert "flowchart LR" in html and "n4[&quot;search&quot;]" in html
@@ -129,35 +126,57 @@ def csrf(client):
     return {"X-CSRFToken": client.cookies["csrftoken"].value} if "csrftoken" in client.cookies else {}
 
 
-def _activate(user, demo, revision, expected):
+def _propose(user, candidate, rationale="evolved and evaluated"):
     client = logged_in(user)
     client.get(reverse("graphs:workspace", args=["two-hop-qa"]))
-    data = {"revision": revision, "expected_active": expected}
-    return client.post(reverse("graphs:activate", args=["two-hop-qa"]), data, headers=csrf(client))
+    data = {"kind": "graph_revision", "candidate_id": str(candidate.pk), "rationale": rationale}
+    return client.post(reverse("reviews:propose"), data, headers=csrf(client))
 
 
-def test_an_admin_makes_a_revision_active(admin_user, demo):
-    second = demo.active_revision
-    response = _activate(admin_user, demo, 0, second.pk)
-    assert response.status_code == 302
+def test_a_reviewer_proposes_a_revision_for_activation_from_the_workspace_page(reviewer, demo):
+    seed = Revision.objects.get(workspace=demo, seq=0)
+    html = page(reviewer, "workspace", "two-hop-qa").content.decode()
+    assert html.count("Propose for activation") == 1  # the active revision is not offered
+    assert f'name="candidate_id" value="{seed.pk}"' in html and reverse("reviews:propose") in html
+    assert "an admin override will be needed" in html  # a seeded graph has no evaluation
+
+    response = _propose(reviewer, seed)
+
+    request = PromotionRequest.objects.get(kind="graph_revision", candidate_id=str(seed.pk))
+    assert response.status_code == 302 and response["Location"] == reverse("reviews:item", args=[request.pk])
+    assert request.replaces_id == str(demo.active_revision_id) and request.proposer == reviewer
     demo.refresh_from_db()
-    assert demo.active_revision.seq == 0
-    assert AuditEvent.objects.filter(verb="workspace.set_active_revision", actor_user=admin_user).exists()
+    assert demo.active_revision.seq == 1  # proposing moves nothing
+    html = page(reviewer, "workspace", "two-hop-qa").content.decode()
+    assert reverse("reviews:item", args=[request.pk]) in html and "Propose for activation" not in html
+    assert reverse("reviews:history", args=["graph_revision", "two-hop-qa"]) in html
 
 
-def test_a_stale_make_active_form_answers_409_and_changes_nothing(admin_user, demo):
-    first = Revision.objects.get(workspace=demo, seq=0)
-    response = _activate(admin_user, demo, 0, first.pk)
-    assert response.status_code == 409 and "changed since it was read" in response.content.decode()
+def test_an_operator_may_propose_and_a_viewer_only_sees_the_history_link(operator, viewer, demo):
+    assert "Propose for activation" in page(operator, "workspace", "two-hop-qa").content.decode()
+    html = page(viewer, "workspace", "two-hop-qa").content.decode()
+    assert "Propose for activation" not in html
+    assert reverse("reviews:history", args=["graph_revision", "two-hop-qa"]) in html
+    seed = Revision.objects.get(workspace=demo, seq=0)
+    assert _propose(viewer, seed).status_code == 403
+    assert not PromotionRequest.objects.exists()
+
+
+def test_a_proposal_without_a_rationale_is_refused_and_writes_nothing(reviewer, demo):
+    seed = Revision.objects.get(workspace=demo, seq=0)
+    response = _propose(reviewer, seed, rationale="  ")
+    assert 400 <= response.status_code < 500 and "rationale" in response.content.decode()
+    assert not PromotionRequest.objects.exists()
+
+
+def test_no_graph_page_moves_the_pointer(admin_user, demo):
+    client = logged_in(admin_user)
+    client.get(reverse("graphs:workspace", args=["two-hop-qa"]))
+    response = client.post("/graphs/two-hop-qa/activate/", {"revision": 0}, headers=csrf(client))
+    assert response.status_code in (404, 405)
     demo.refresh_from_db()
     assert demo.active_revision.seq == 1
-
-
-def test_only_admins_may_make_a_revision_active(operator, viewer, demo):
-    for user in (operator, viewer):
-        assert _activate(user, demo, 0, demo.active_revision_id).status_code == 403
-    demo.refresh_from_db()
-    assert demo.active_revision.seq == 1
+    assert not AuditEvent.objects.filter(verb="workspace.set_active_revision", actor_user=admin_user).exists()
 
 
 @pytest.mark.parametrize("extra", [0, 8])

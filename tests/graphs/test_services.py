@@ -121,25 +121,30 @@ def test_transfer_returns_none_from_an_empty_source_and_refuses_itself():
         services.graph_transfer(actor=SYSTEM, source=empty, target_slug="nothing")
 
 
-def test_only_an_admin_moves_the_active_pointer_and_a_stale_expectation_conflicts(admin_user, operator):
+def test_seeding_sets_a_first_active_revision_only_for_the_system_actor(admin_user):
+    workspace = services.workspace_create(actor=SYSTEM, slug="later", activate=False).workspace
+    seed = Revision.objects.get(workspace=workspace, seq=0)
+    assert workspace.active_revision_id is None
+    with pytest.raises(services.PermissionDenied):
+        services.workspace_seed_active_revision(actor=Actor(user=admin_user), workspace=workspace, revision=seed)
+    services.workspace_seed_active_revision(actor=SYSTEM, workspace=workspace, revision=seed)
+    workspace.refresh_from_db()
+    assert workspace.active_revision_id == seed.pk
+    event = AuditEvent.objects.filter(verb="workspace.set_active_revision", target_id=str(workspace.pk)).get()
+    assert (event.actor_user, event.before, event.after["seeded"]) == (
+        None,
+        {"active_revision": None},
+        True,
+    )
+
+
+def test_seeding_never_moves_a_pointer_that_is_set_already():
     workspace = make_demo_workspace()
     first, second = Revision.objects.filter(workspace=workspace).order_by("seq")
-    assert workspace.active_revision_id == second.pk
-    with pytest.raises(services.PermissionDenied):
-        services.workspace_set_active_revision(
-            actor=Actor(user=operator), workspace=workspace, revision=first, expected_active_id=second.pk
-        )
-    with pytest.raises(services.ActiveRevisionMoved):
-        services.workspace_set_active_revision(
-            actor=Actor(user=admin_user), workspace=workspace, revision=first, expected_active_id=first.pk
-        )
-    services.workspace_set_active_revision(
-        actor=Actor(user=admin_user), workspace=workspace, revision=first, expected_active_id=second.pk
-    )
+    with pytest.raises(ValueError, match="propose a promotion"):
+        services.workspace_seed_active_revision(actor=SYSTEM, workspace=workspace, revision=first)
     workspace.refresh_from_db()
-    assert workspace.active_revision_id == first.pk
-    event = AuditEvent.objects.filter(verb="workspace.set_active_revision", actor_user=admin_user).get()
-    assert (event.actor_user, event.before, event.after["seq"]) == (admin_user, {"active_revision": second.pk}, 0)
+    assert workspace.active_revision_id == second.pk
 
 
 def test_the_demo_is_idempotent_and_matches_the_spec():
