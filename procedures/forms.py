@@ -1,4 +1,4 @@
-"""Forms of the procedure pages: mine now (operators), activate (admins)."""
+"""Forms of the procedure pages: mine now and amend (operators)."""
 
 from django import forms
 
@@ -8,10 +8,6 @@ class MineForm(forms.Form):
     held_out_share = forms.FloatField(initial=0.3, min_value=0.05, max_value=0.95, label="Held-out share")
     seed = forms.IntegerField(initial=17, min_value=0, max_value=2**31 - 1)
     live = forms.BooleanField(required=False, label="Also replay live with agents")
-
-
-class ActivateForm(forms.Form):
-    expected_revision = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
 class AmendForm(forms.Form):

@@ -3,7 +3,7 @@
 parent_key = the procedure's pk, candidate ids = version pks (strings). Gate: the newest finished replay of the
 version (its regression gate report). Activation runs inside the review's transaction: lock the procedure, check
 the expected active version, retire the previous one, move the pointer, bump `revision`, audit `procedure.activate`
-(the verb procedures.services.procedure_activate writes too, so rollback targets read one history).
+(rollback targets read this history). This is the only way a procedure's active version changes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Every write in procedures: mining a version, offline and live replay, activation.
+"""Every write in procedures: mining a version, offline and live replay.
 
 Status of a version: candidate (stored) → replaying (a replay started) → ready (every replay's gate passed) or
-failed; ready (or retired, for a rollback) → active by `procedure_activate`, which retires the previous one.
+failed. A version becomes active only through reviews: an applied promotion request (procedures/promotable.py)
+moves the pointer and retires the previous active version.
 """
 
 from __future__ import annotations
@@ -48,14 +49,6 @@ class MiningError(ValueError):
 
 class NotAllowed(PermissionError):
     pass
-
-
-class NotActivatable(ValueError):
-    """The version is not in a state that can become active."""
-
-
-class RevisionConflict(Exception):
-    """The procedure's revision moved since the caller looked (HTTP 409)."""
 
 
 @dataclass(frozen=True)
@@ -595,40 +588,3 @@ def intents_due_for_mining(*, min_new_runs: int | None = None) -> list[str]:
             + Run.objects.filter(outcome=Outcome.SUCCESS, intent=label, pk__gt=marks.get(key, 0)).count()
         )
     return sorted(key for key, count in counts.items() if count >= threshold)
-
-
-# --- activation -----------------------------------------------------------------------------------------------------
-def procedure_activate(*, actor: Actor, version: ProcedureVersion, expected_revision: int) -> Procedure:
-    """Admin-only activation (until the review flow lands): lock the procedure, check its revision, move the
-    active pointer to `version` (ready, or retired for a rollback), retire the previous active version."""
-    if actor.user is None or not actor.user.is_admin:
-        raise NotAllowed("activating a procedure version needs the admin role")
-    with transaction.atomic(durable=True):
-        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
-        if procedure.revision != expected_revision:
-            raise RevisionConflict(
-                f"the procedure changed meanwhile (revision {procedure.revision}, you saw {expected_revision});"
-                " reload and try again"
-            )
-        target = ProcedureVersion.objects.select_for_update().get(pk=version.pk)
-        if target.status not in (VersionStatus.READY, VersionStatus.RETIRED):
-            raise NotActivatable(
-                f"version {target.number} is {target.status}; only a ready (or retired) one can be activated"
-            )
-        previous = procedure.active_version_id
-        if previous is not None:
-            ProcedureVersion.objects.filter(pk=previous).update(status=VersionStatus.RETIRED)
-        target.status = VersionStatus.ACTIVE
-        target.save(update_fields=["status"])
-        Procedure.objects.filter(pk=procedure.pk).update(
-            active_version=target, revision=procedure.revision + 1, updated_at=timezone.now()
-        )
-        procedure.refresh_from_db()
-        audit_record(
-            actor=actor,
-            verb="procedure.activate",
-            target=procedure,
-            before={"active_version": previous, "revision": expected_revision},
-            after={"active_version": target.pk, "number": target.number, "revision": procedure.revision},
-        )
-    return procedure

@@ -7,6 +7,5 @@ urlpatterns = [
     path("", views.list_view, name="list"),
     path("mine/", views.mine_view, name="mine"),
     path("versions/<int:pk>/", views.version_view, name="version"),
-    path("versions/<int:pk>/activate/", views.activate_view, name="activate"),
     path("versions/<int:pk>/amend/", views.amend_view, name="amend"),
 ]

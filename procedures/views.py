@@ -13,9 +13,14 @@ from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
 from procedures.core import HIGHER_IS_BETTER
+from reviews.selectors import pending_requests_for
 
 from . import selectors, services
-from .forms import ActivateForm, AmendForm, MineForm
+from .forms import AmendForm, MineForm
+from .promotable import KIND as PROMOTION_KIND
+
+# Versions a reviewer or operator may propose for activation (a failed one needs an admin override of its gate).
+PROPOSABLE = ("ready", "failed", "retired")
 
 METRICS_SHOWN = (
     "task_success",
@@ -94,16 +99,24 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
     active_metrics = None
     if page.active_replay is not None:
         active_metrics = metric_rows(page.active_replay.metrics.get("candidate"), None)
-    can_activate = request.user.is_admin and page.version.status in ("ready", "retired")
+    version = page.version
+    pending = pending_requests_for(kind=PROMOTION_KIND, parent_key=str(page.procedure.pk))
+    is_active = page.procedure.active_version_id == version.pk
     context = {
         "page": page,
         "version": page.version,
         "procedure": page.procedure,
         "replays": replays,
         "active_metrics": active_metrics,
-        "can_activate": can_activate,
+        "can_propose": (request.user.is_reviewer or request.user.is_operator)
+        and not is_active
+        and version.status in PROPOSABLE
+        and str(version.pk) not in pending,
+        "needs_override": version.status == "failed",
+        "open_request": pending.get(str(version.pk)),
+        "other_requests": [item for key, item in pending.items() if key != str(version.pk)],
+        "promotion_kind": PROMOTION_KIND,
         "replays_open": any(view.replay.status in ("queued", "running") for view in page.replays),
-        "activate_form": ActivateForm(initial={"expected_revision": page.procedure.revision}),
         "amend_form": AmendForm(
             initial={
                 "preconditions": "\n".join(page.version.preconditions),
@@ -114,32 +127,6 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         return render(request, "procedures/version.html#replays-section", context)
     return render(request, "procedures/version.html", context)
-
-
-@login_required
-@require_POST
-def activate_view(request: HttpRequest, pk: int) -> HttpResponse:
-    if not request.user.is_admin:
-        raise PermissionDenied("activating a procedure version needs the admin role")
-    version = selectors.version_by_id(pk)
-    form = ActivateForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "The activation form was incomplete; nothing changed.")
-        return redirect("procedures:version", pk=pk)
-    try:
-        services.procedure_activate(
-            actor=Actor.of_request(request),
-            version=version,
-            expected_revision=form.cleaned_data["expected_revision"],
-        )
-    except services.RevisionConflict as exc:
-        messages.error(request, str(exc))
-        return redirect("procedures:version", pk=pk)
-    except services.NotActivatable as exc:
-        messages.error(request, str(exc))
-        return redirect("procedures:version", pk=pk)
-    messages.success(request, f"Version {version.number} is now the active version.")
-    return redirect("procedures:version", pk=pk)
 
 
 @login_required

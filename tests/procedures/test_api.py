@@ -5,6 +5,7 @@ import pytest
 from accounts.services import Actor
 from procedures import services
 from procedures.models import ProcedureVersion, ReplayRun
+from tests.promote import promote_procedure_version
 from trajectories.models import Job, Run
 
 from .factories import REFUND, refund_run, refund_runs, stored_version
@@ -24,7 +25,7 @@ def active(admin_user, operator, django_capture_on_commit_callbacks):
     refund_runs()
     with django_capture_on_commit_callbacks(execute=True):
         version = services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
-    services.procedure_activate(actor=Actor(user=admin_user), version=version, expected_revision=0)
+    promote_procedure_version(version)
     return ProcedureVersion.objects.get(pk=version.pk)
 
 
@@ -56,7 +57,7 @@ def test_the_etag_changes_when_the_active_version_moves(api_client, make_token, 
     token = make_token(viewer, "procedures:read")
     before = api_client.get(LIST, token=token)["ETag"]
     newer = stored_version(active.procedure, "lookup_policy", "confirm", "issue_refund", number=2)
-    services.procedure_activate(actor=Actor(user=admin_user), version=newer, expected_revision=1)
+    promote_procedure_version(newer)
     assert api_client.get(LIST, token=token, **{"If-None-Match": before}).status_code == 200
 
 

@@ -1,12 +1,16 @@
-"""Procedure pages in Debian's Chromium: an operator mines from the list, an admin activates, pages fit a phone."""
+"""Procedure pages in Debian's Chromium: an operator mines from the list and proposes the version for activation,
+pages fit a phone."""
+
+import re
 
 import pytest
 from playwright.sync_api import expect
 
-from accounts.services import Actor
 from procedures import services
 from procedures.models import Procedure, ProcedureVersion
+from reviews.models import PromotionRequest
 from tests.e2e.conftest import browser_type_launch_args, page_as  # noqa: F401  (shared browser fixtures)
+from tests.promote import promote_procedure_version
 from tests.trajectories.factories import ingest
 
 from .factories import REFUND, queued_replay, refund_run, refund_runs, stored_version
@@ -14,7 +18,7 @@ from .factories import REFUND, queued_replay, refund_run, refund_runs, stored_ve
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning")]
 
 
-def test_an_operator_mines_and_an_admin_activates_in_the_browser(page_as, operator, admin_user):  # noqa: F811
+def test_an_operator_mines_and_proposes_the_version_for_activation_in_the_browser(page_as, operator):  # noqa: F811
     refund_runs()
     page = page_as(operator, "/procedures/")
     page.get_by_label("Intent").fill(REFUND)
@@ -24,17 +28,26 @@ def test_an_operator_mines_and_an_admin_activates_in_the_browser(page_as, operat
     expect(page.get_by_text("gate passed").first).to_be_visible()
     version = ProcedureVersion.objects.get()
 
-    admin = page_as(admin_user, f"/procedures/versions/{version.pk}/")
-    admin.get_by_role("button", name="Activate this version (admin)").click()
-    expect(admin.get_by_text("Version 1 is now the active version.")).to_be_visible()
-    assert Procedure.objects.get().active_version_id == version.pk
+    page.get_by_text("Propose for activation").click()
+    page.get_by_label("Rationale").fill("mined from ten successful refunds; the replay gate passed")
+    page.get_by_role("button", name="Propose version 1 for activation").click()
+
+    expect(page).to_have_url(re.compile(r"/reviews/\d+/$"))
+    request = PromotionRequest.objects.get()
+    assert page.url.endswith(f"/reviews/{request.pk}/")
+    assert (request.kind, request.candidate_id, request.proposer_id) == (
+        "procedure_version",
+        str(version.pk),
+        operator.pk,
+    )
+    assert Procedure.objects.get().active_version_id is None  # it waits for two reviewers
 
 
 def test_procedure_pages_fit_a_narrow_screen(page_as, admin_user):  # noqa: F811
     held_out = ingest(*[refund_run() for _ in range(3)], refund_run("lookup_policy", "check", "issue_refund"))
     procedure = Procedure.objects.create(intent="refund request", title=REFUND)
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
-    services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+    promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
     services.replay_offline_run(replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids))
     page = page_as(admin_user)

@@ -7,7 +7,9 @@ from accounts.models import AuditEvent
 from accounts.services import Actor
 from procedures import services
 from procedures.models import Procedure, ProcedureVersion
+from reviews.models import PromotionRequest
 from tests.conftest import logged_in
+from tests.promote import promote_procedure_version
 from tests.trajectories.factories import ingest
 
 from .factories import REFUND, queued_replay, refund_run, refund_runs, stored_version
@@ -50,8 +52,9 @@ def test_outsiders_are_sent_to_log_in(client, outsider, mined):
         assert client.get(url).status_code == 302
         assert reverse("accounts:login") in logged_in(outsider).get(url)["Location"]
     assert client.post(MINE, {"intent": REFUND}).status_code in (302, 403)
-    activate = reverse("procedures:activate", args=[mined.pk])
-    assert client.post(activate, {"expected_revision": 0}).status_code in (302, 403)
+    proposal = {"kind": "procedure_version", "candidate_id": str(mined.pk), "rationale": "r"}
+    assert client.post(reverse("reviews:propose"), proposal).status_code in (302, 403)
+    assert not PromotionRequest.objects.exists()
     assert Procedure.objects.get().active_version_id is None
     assert ProcedureVersion.objects.count() == 1
 
@@ -87,7 +90,7 @@ def test_the_version_page_shows_regressions_with_coloured_deltas(viewer, admin_u
     held_out = ingest(*[refund_run() for _ in range(3)], refund_run("lookup_policy", "check", "issue_refund"))
     procedure = Procedure.objects.create(intent="refund request", title=REFUND)
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
-    services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+    promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
     services.replay_offline_run(replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids))
 
@@ -99,25 +102,53 @@ def test_the_version_page_shows_regressions_with_coloured_deltas(viewer, admin_u
     assert version_url(active) in content
 
 
-def test_an_admin_activates_from_the_page_and_a_stale_form_is_refused(admin_user, mined):
-    client = logged_in(admin_user)
-    assert "Activate this version" in client.get(version_url(mined)).content.decode()
-    url = reverse("procedures:activate", args=[mined.pk])
-    response = post(client, url, {"expected_revision": 0})
-    assert response.status_code == 302
-    assert Procedure.objects.get().active_version_id == mined.pk
-    stale = post(client, url, {"expected_revision": 0})
-    assert stale.status_code == 302
-    assert "changed meanwhile" in client.get(stale["Location"]).content.decode()
-    assert AuditEvent.objects.filter(verb="procedure.activate").count() == 1
+def propose(user, version, rationale="mined and replayed"):
+    data = {"kind": "procedure_version", "candidate_id": str(version.pk), "rationale": rationale}
+    return post(logged_in(user), reverse("reviews:propose"), data)
 
 
-def test_non_admins_cannot_activate(operator, viewer, mined):
-    url = reverse("procedures:activate", args=[mined.pk])
-    for user in (operator, viewer):
-        assert "Activate this version" not in logged_in(user).get(version_url(mined)).content.decode()
-        assert post(logged_in(user), url, {"expected_revision": 0}).status_code == 403
+def test_a_reviewer_proposes_a_ready_version_from_its_page(reviewer, mined):
+    content = logged_in(reviewer).get(version_url(mined)).content.decode()
+    assert "Propose for activation" in content and reverse("reviews:propose") in content
+    assert "admin override will be needed" not in content  # its replay gate passed
+    history = reverse("reviews:history", args=["procedure_version", mined.procedure_id])
+    assert history in content
+
+    response = propose(reviewer, mined)
+
+    request = PromotionRequest.objects.get(kind="procedure_version", candidate_id=str(mined.pk))
+    assert response.status_code == 302 and response["Location"] == reverse("reviews:item", args=[request.pk])
+    assert Procedure.objects.get().active_version_id is None  # proposing moves nothing
+    content = logged_in(reviewer).get(version_url(mined)).content.decode()
+    assert reverse("reviews:item", args=[request.pk]) in content and "Open promotion request" in content
+    assert "Propose for activation" not in content and history in content
+
+
+def test_a_failed_version_may_be_proposed_with_a_note_about_the_override(operator, mined):
+    failed = stored_version(mined.procedure, "lookup_policy", "x", number=2, status="failed")
+    content = logged_in(operator).get(version_url(failed)).content.decode()
+    assert "Propose for activation" in content and "admin override with a written reason will be needed" in content
+    assert propose(operator, failed).status_code == 302
+    assert PromotionRequest.objects.get().gate_snapshot["passing"] is not True
+
+
+def test_the_active_and_unreplayed_versions_offer_no_proposal(reviewer, mined):
+    promote_procedure_version(mined)
+    assert "Propose for activation" not in logged_in(reviewer).get(version_url(mined)).content.decode()
+    candidate = stored_version(mined.procedure, "lookup_policy", "y", number=2, status="candidate")
+    assert "Propose for activation" not in logged_in(reviewer).get(version_url(candidate)).content.decode()
+
+
+def test_viewers_cannot_propose_and_no_page_activates(viewer, admin_user, mined):
+    content = logged_in(viewer).get(version_url(mined)).content.decode()
+    assert "Propose for activation" not in content
+    assert reverse("reviews:history", args=["procedure_version", mined.procedure_id]) in content
+    assert propose(viewer, mined).status_code == 403
+    response = post(logged_in(admin_user), f"/procedures/versions/{mined.pk}/activate/", {"expected_revision": 0})
+    assert response.status_code == 404
     assert Procedure.objects.get().active_version_id is None
+    assert not PromotionRequest.objects.exists()
+    assert not AuditEvent.objects.filter(verb="procedure.activate").exists()
 
 
 def test_an_unknown_version_is_404(viewer):
@@ -130,7 +161,7 @@ def test_page_queries_stay_fixed(viewer, admin_user, size, django_assert_max_num
         procedure = Procedure.objects.create(intent=f"intent {n}", title=f"intent_{n}")
         held_out = ingest(*[refund_run() for _ in range(3)], refund_run("lookup_policy", "x", "issue_refund"))
         active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
-        services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+        promote_procedure_version(active)
         candidate = stored_version(procedure, "lookup_policy", "x", "issue_refund", number=2, status="candidate")
         services.replay_offline_run(
             replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)

@@ -3,6 +3,7 @@
 import pytest
 
 from accounts.models import AuditEvent
+from accounts.roles import Role
 from accounts.services import Actor
 from procedures import services
 from procedures.models import (
@@ -13,6 +14,11 @@ from procedures.models import (
     ReplayStatus,
     VersionStatus,
 )
+from reviews import services as review_services
+from reviews.errors import NotAllowed
+from reviews.models import PromotionRequest, PromotionStatus
+from tests.factories import user_with
+from tests.promote import promote_procedure_version
 from tests.trajectories.factories import ingest
 
 from .factories import REFUND, queued_replay, refund_run, refund_runs, stored_version
@@ -49,7 +55,7 @@ def test_a_regression_against_the_active_version_fails_the_gate(admin_user):
     )
     procedure = Procedure.objects.create(intent="refund request", title=REFUND)
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
-    services.procedure_activate(actor=Actor(user=admin_user), version=active, expected_revision=0)
+    promote_procedure_version(active)
     candidate = stored_version(
         procedure, "lookup_policy", "check_eligibility", "issue_refund", number=2, status=VersionStatus.CANDIDATE
     )
@@ -85,37 +91,65 @@ def test_a_version_refuses_content_changes(mined):
     assert ProcedureVersion.objects.get(pk=version.pk).tools == ["lookup_policy", "issue_refund"]
 
 
-def test_an_admin_activates_a_ready_version_and_the_revision_moves(mined, admin_user):
+def test_a_promoted_ready_version_becomes_active_and_the_revision_moves(mined):
     version = mined.version
-    procedure = services.procedure_activate(actor=Actor(user=admin_user), version=version, expected_revision=0)
+    request = promote_procedure_version(version)
+    procedure = Procedure.objects.get(pk=version.procedure_id)
     assert procedure.active_version_id == version.pk and procedure.revision == 1
+    assert request.gate_snapshot["passing"] is True  # the replay gate passed: two approvals were enough
     assert ProcedureVersion.objects.get(pk=version.pk).status == VersionStatus.ACTIVE
     event = AuditEvent.objects.get(verb="procedure.activate")
     assert event.before == {"active_version": None, "revision": 0} and event.after["revision"] == 1
 
 
-def test_activation_with_a_stale_revision_is_a_conflict(mined, admin_user):
-    services.procedure_activate(actor=Actor(user=admin_user), version=mined.version, expected_revision=0)
-    with pytest.raises(services.RevisionConflict, match="changed meanwhile"):
-        services.procedure_activate(actor=Actor(user=admin_user), version=mined.version, expected_revision=0)
-
-
-def test_activating_retires_the_previous_version(mined, admin_user):
+def test_a_stale_promotion_of_a_procedure_version_answers_409_and_is_superseded(mined, api_client, make_token):
     procedure = mined.version.procedure
-    services.procedure_activate(actor=Actor(user=admin_user), version=mined.version, expected_revision=0)
     newer = stored_version(procedure, "lookup_policy", "confirm", "issue_refund", number=2)
-    services.procedure_activate(actor=Actor(user=admin_user), version=newer, expected_revision=1)
+    proposer, judge = (make_token(user_with(Role.REVIEWER), "reviews:judge") for _ in range(2))
+    body = {"kind": "procedure_version", "candidate_id": str(mined.version.pk), "rationale": "mined and replayed"}
+    proposed = api_client.post("/api/v1/promotions", body, token=proposer)
+    assert proposed.status_code == 201, proposed.content
+    # Another request wins first (judged before the winner's after-commit sweep supersedes this one).
+    promote_procedure_version(newer, on_commit=False)
+
+    response = api_client.post(
+        f"/api/v1/promotions/{proposed.json()['id']}/judgments", {"verdict": "approve"}, token=judge
+    )
+
+    assert response.status_code == 409 and response.json()["code"] == "stale"
+    assert Procedure.objects.get(pk=procedure.pk).active_version_id == newer.pk
+    assert PromotionRequest.objects.get(pk=proposed.json()["id"]).status == PromotionStatus.SUPERSEDED
+    assert ProcedureVersion.objects.get(pk=mined.version.pk).status == VersionStatus.READY
+
+
+def test_promoting_retires_the_previous_version(mined):
+    procedure = mined.version.procedure
+    promote_procedure_version(mined.version)
+    newer = stored_version(procedure, "lookup_policy", "confirm", "issue_refund", number=2)
+    promote_procedure_version(newer)
     assert ProcedureVersion.objects.get(pk=mined.version.pk).status == VersionStatus.RETIRED
     assert Procedure.objects.get(pk=procedure.pk).active_version_id == newer.pk
 
 
-def test_only_admins_activate_and_only_ready_versions(mined, operator, admin_user):
-    with pytest.raises(services.NotAllowed):
-        services.procedure_activate(actor=Actor(user=operator), version=mined.version, expected_revision=0)
+def test_a_failed_version_is_applied_only_with_an_admin_override(mined, operator, reviewer, admin_user):
     failed = stored_version(mined.version.procedure, "x", number=2, status=VersionStatus.FAILED)
-    with pytest.raises(services.NotActivatable):
-        services.procedure_activate(actor=Actor(user=admin_user), version=failed, expected_revision=0)
+    with pytest.raises(NotAllowed):
+        review_services.promotion_propose(
+            actor=Actor(user=user_with()), kind="procedure_version", candidate_id=str(failed.pk), rationale="r"
+        )
+    request = review_services.promotion_propose(
+        actor=Actor(user=operator), kind="procedure_version", candidate_id=str(failed.pk), rationale="try it"
+    )
+    assert request.gate_snapshot["passing"] is not True
+    for judge in (reviewer, user_with(Role.REVIEWER)):
+        request = review_services.judgment_submit(actor=Actor(user=judge), request=request, verdict="approve")
+    assert request.status == PromotionStatus.APPROVED
     assert Procedure.objects.get().active_version_id is None
+    with pytest.raises(NotAllowed):
+        review_services.promotion_override(actor=Actor(user=operator), request=request, reason="trust me")
+    request = review_services.promotion_override(actor=Actor(user=admin_user), request=request, reason="known good")
+    assert request.status == PromotionStatus.APPLIED
+    assert Procedure.objects.get().active_version_id == failed.pk
 
 
 def test_an_operator_amends_a_version_into_a_new_one_with_the_old_as_parent(

@@ -13,12 +13,12 @@ from graphs import services as graph_services
 from graphs.cache import clear_local
 from graphs.demo import two_hop_graph
 from procedures.models import Procedure, ReplayRun, ReplayStatus, VersionStatus
-from procedures.services import procedure_activate
 from reviews import services
 from reviews.errors import Conflict
 from reviews.models import PromotionStatus
 from tests.conftest import logged_in
 from tests.procedures.factories import stored_version
+from tests.promote import promote_graph_revision, promote_procedure_version
 
 from .conftest import act
 
@@ -103,14 +103,15 @@ def test_a_hand_seeded_graph_has_no_gate_and_needs_an_admin_override(
 
 
 @pytest.mark.django_db
-def test_a_graph_pointer_moved_by_an_admin_makes_the_request_stale(proposer, reviewer, admin_user):
-    workspace, seed, candidate = graph_workspace()
+def test_a_graph_pointer_moved_by_another_promotion_makes_the_request_stale(proposer, reviewer):
+    workspace, _seed, candidate = graph_workspace()
     request = services.promotion_propose(
         actor=act(proposer), kind="graph_revision", candidate_id=str(candidate.pk), rationale="evolved"
     )
-    graph_services.workspace_set_active_revision(
-        actor=act(admin_user), workspace=workspace, revision=candidate, expected_active_id=seed.pk
+    rival = graph_services.graph_append_accepted(
+        actor=SYSTEM, workspace=workspace, graph=two_hop_graph(), expected_head=candidate.digest, meta={}
     )
+    promote_graph_revision(rival, on_commit=False)  # judged before the winner's after-commit sweep
     with pytest.raises(Conflict):
         services.judgment_submit(actor=act(reviewer), request=request, verdict="approve")
     request.refresh_from_db()
@@ -130,7 +131,7 @@ def test_a_procedure_version_with_a_passing_replay_is_promoted_and_the_old_one_r
     proposer, reviewer, second_reviewer, admin_user, make_token, api_client, django_capture_on_commit_callbacks
 ):
     procedure, (first, second) = procedure_with_versions()
-    procedure_activate(actor=act(admin_user), version=first, expected_revision=0)
+    promote_procedure_version(first)
     ReplayRun.objects.create(
         version=second,
         status=ReplayStatus.DONE,
@@ -174,7 +175,7 @@ def test_twenty_competing_procedure_promotions_leave_exactly_one_active_version(
     proposer, reviewer, second_reviewer, admin_user
 ):
     procedure, versions = procedure_with_versions(21)
-    procedure_activate(actor=act(admin_user), version=versions[0], expected_revision=0)
+    setup = promote_procedure_version(versions[0])
     requests = []
     for version in versions[1:]:
         request = services.promotion_propose(
@@ -209,7 +210,7 @@ def test_twenty_competing_procedure_promotions_leave_exactly_one_active_version(
     assert procedure.versions.filter(status=VersionStatus.ACTIVE).count() == 1
     assert procedure.active_version.status == VersionStatus.ACTIVE
     assert AuditEvent.objects.filter(verb="procedure.activate", target_id=str(procedure.pk)).count() == 2
-    assert AuditEvent.objects.filter(verb="promotion.apply").count() == 1
+    assert AuditEvent.objects.filter(verb="promotion.apply").exclude(target_id=str(setup.pk)).count() == 1
 
 
 @pytest.mark.django_db
@@ -229,7 +230,7 @@ def test_the_item_page_of_a_procedure_version_shows_the_steps_side_by_side_with_
     proposer, reviewer, admin_user
 ):
     _, (first, second) = procedure_with_versions()
-    procedure_activate(actor=act(admin_user), version=first, expected_revision=0)
+    promote_procedure_version(first)
     request = services.promotion_propose(
         actor=act(proposer), kind="procedure_version", candidate_id=str(second.pk), rationale="fewer steps"
     )
