@@ -12,6 +12,7 @@ from django.utils.http import parse_etags
 from ninja import Query, Router, Status
 
 from config.auth import scoped
+from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
 from llm.core import ModelError
 
@@ -120,7 +121,7 @@ def list_revisions(request: HttpRequest, ws: str, page: Query[RevisionPageIn]):
     workspace = selectors.workspace_by_slug(ws)
     try:
         found = selectors.revision_page(workspace, cursor=page.cursor, limit=page.limit)
-    except selectors.InvalidCursor as exc:
+    except InvalidCursor as exc:
         raise ApiError(400, "bad_cursor", str(exc))
     return Status(200, {"items": [_revision_out(r) for r in found.revisions], "next_cursor": found.next_cursor})
 

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor, audit_record
+from config.parsing import int_or_none
 from graphs.core import Graph, skeleton, to_mermaid, unified_diff
 from reviews.registry import (
     Description,
@@ -37,7 +38,7 @@ GRAPH = Revision.Kind.GRAPH
 
 
 def _pk(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) < 19 else None
+    return int_or_none(value)
 
 
 def _revision(candidate_id: str) -> Revision:

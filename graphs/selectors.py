@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404
 
+from config.cursors import IntCursor
 from graphs.core import Graph
 
 from . import cache
@@ -21,15 +20,11 @@ MAX_PAGE_SIZE = 200
 MIN_PREFIX = 4
 _HEX = re.compile(r"^[0-9a-f]+$")
 _SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
-_CURSOR_PREFIX = "seq:"
+REVISION_CURSOR = IntCursor("seq")
 
 
 class InvalidRef(ValueError):
     """A revision ref that is neither a seq number nor a hex digest prefix, or a prefix that is not unique."""
-
-
-class InvalidCursor(ValueError):
-    pass
 
 
 def workspaces_with_pointers() -> QuerySet[Workspace]:
@@ -138,21 +133,6 @@ def graph_of(revision: Revision) -> Graph:
     return graph_at(revision.pk, revision.digest)
 
 
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidCursor("the cursor is not one this API issued") from None
-    number = text.removeprefix(_CURSOR_PREFIX)
-    if not text.startswith(_CURSOR_PREFIX) or not (number.isascii() and number.isdigit()):
-        raise InvalidCursor("the cursor is not one this API issued")
-    return int(number)
-
-
 @dataclass(frozen=True)
 class RevisionPage:
     revisions: list[Revision]
@@ -166,11 +146,11 @@ def revision_page(
     limit = max(1, min(limit, MAX_PAGE_SIZE))
     rows = Revision.objects.filter(workspace=workspace, kind=kind).defer("document").order_by("-seq")
     if cursor:
-        rows = rows.filter(seq__lt=decode_cursor(cursor))
+        rows = rows.filter(seq__lt=REVISION_CURSOR.decode(cursor))
     found = list(rows[: limit + 1])
     more = len(found) > limit
     found = found[:limit]
-    return RevisionPage(found, encode_cursor(found[-1].seq) if more else None)
+    return RevisionPage(found, REVISION_CURSOR.encode(found[-1].seq) if more else None)
 
 
 def revision_history(workspace: Workspace, *, kind: str = GRAPH, limit: int = 50) -> list[Revision]:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.models import AuditEvent
 from accounts.services import Actor, audit_record
+from config.parsing import int_or_none
 from reviews.registry import (
     Description,
     DiffView,
@@ -31,7 +32,7 @@ KIND = "procedure_version"
 
 
 def _pk(value: str) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) < 19 else None
+    return int_or_none(value)
 
 
 def _version(candidate_id: str) -> ProcedureVersion:

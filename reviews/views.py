@@ -20,6 +20,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
+from config.parsing import int_or_none
 
 from . import registry, selectors, services
 from .errors import NotAllowed, ReviewError
@@ -272,6 +273,6 @@ def webhook_toggle_view(request: HttpRequest, pk: int) -> HttpResponse:
 def deliveries_view(request: HttpRequest) -> HttpResponse:
     _require_admin(request)
     endpoint = request.GET.get("endpoint", "")
-    endpoint_id = int(endpoint) if endpoint.isdigit() and len(endpoint) < 12 else None
+    endpoint_id = int_or_none(endpoint, max_digits=11)
     context = {"deliveries": selectors.webhook_deliveries(request.user, endpoint_id=endpoint_id)}
     return render(request, "reviews/deliveries.html", context)

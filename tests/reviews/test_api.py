@@ -174,3 +174,13 @@ def test_a_promotion_is_read_in_few_queries(
         response = api_client.get(f"{PROMOTIONS}/{request.pk}", token=tokens["rita"])
     assert response.status_code == 200
     assert response.json()["status"] == ("approved" if judges == 2 else "open")
+
+
+@pytest.mark.parametrize("kind", ["procedure_version", "graph_revision"])
+@pytest.mark.parametrize("candidate", ["²", "１２", "99999999999999999999999", "-1", ""])
+def test_a_candidate_id_that_is_no_stored_id_answers_404_or_422_never_500(api_client, tokens, kind, candidate):
+    response = api_client.post(
+        PROMOTIONS, {"kind": kind, "candidate_id": candidate, "rationale": "go"}, token=tokens["rita"]
+    )
+    assert response.status_code in (404, 422), response.content
+    assert not PromotionRequest.objects.exists()
