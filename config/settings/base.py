@@ -44,6 +44,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
+    "config.middleware.RejectNulMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
