@@ -9,20 +9,16 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_NON_WORD = re.compile(r"[\W_]+")
+from intents.core import normalize_intent
 
 
 def intent_key(label: str) -> str:
-    """The grouping key of a declared intent label (trajectory-mining §2.2 normalize_intent: NFKC, casefold,
-    runs of non-word characters and underscores to one space, trimmed). Kept here until intents.core lands."""
-    folded = unicodedata.normalize("NFKC", label).casefold()
-    return " ".join(_NON_WORD.sub(" ", folded).split())
+    """The grouping key of a declared intent label: intents.core.normalize_intent (DESIGN.md §6)."""
+    return normalize_intent(label)
 
 
 @dataclass(frozen=True)
