@@ -99,19 +99,24 @@ def gate_satisfied(request: PromotionRequest) -> bool:
     return request.gate_passing is True or request.is_overridden
 
 
+def _mark_superseded(*, actor: Actor, locked: PromotionRequest, active_id: str | None) -> None:
+    """Inside a transaction, with the request locked and pending: close it as superseded, audited."""
+    before = locked.status
+    _close(locked, PromotionStatus.SUPERSEDED)
+    audit_record(
+        actor=actor,
+        verb="promotion.supersede",
+        target=locked,
+        before={"status": before, "replaces": locked.replaces_id},
+        after={"status": locked.status, "active": active_id},
+    )
+
+
 def _supersede(*, actor: Actor, request_id: int, active_id: str | None) -> None:
     with transaction.atomic(durable=True):
         locked = PromotionRequest.objects.select_for_update().get(pk=request_id)
         if locked.is_pending:
-            before = locked.status
-            _close(locked, PromotionStatus.SUPERSEDED)
-            audit_record(
-                actor=actor,
-                verb="promotion.supersede",
-                target=locked,
-                before={"status": before, "replaces": locked.replaces_id},
-                after={"status": locked.status, "active": active_id},
-            )
+            _mark_superseded(actor=actor, locked=locked, active_id=active_id)
 
 
 def _stale_conflict(request: PromotionRequest, active_id: str | None) -> Conflict:
@@ -144,15 +149,7 @@ def promotion_supersede_stale(*, actor: Actor, kind: str, parent_key: str) -> in
             .exclude(replaces_id=active)
         )
         for request in stale:
-            before = request.status
-            _close(request, PromotionStatus.SUPERSEDED)
-            audit_record(
-                actor=actor,
-                verb="promotion.supersede",
-                target=request,
-                before={"status": before, "replaces": request.replaces_id},
-                after={"status": request.status, "active": active},
-            )
+            _mark_superseded(actor=actor, locked=request, active_id=active)
     return len(stale)
 
 
