@@ -18,6 +18,7 @@ from accounts.models import AuditEvent
 from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
 from graphs.core import Graph, skeleton, to_mermaid, unified_diff
+from graphs.diff_lines import diff_lines
 from reviews.registry import (
     Description,
     DiffView,
@@ -47,18 +48,6 @@ def _revision(candidate_id: str) -> Revision:
     if revision is None:
         raise UnknownCandidate(f"no graph revision {candidate_id}")
     return revision
-
-
-def _line_class(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "diff-file"
-    if line.startswith("@@"):
-        return "diff-hunk"
-    if line.startswith("+"):
-        return "diff-add"
-    if line.startswith("-"):
-        return "diff-del"
-    return "diff-same"
 
 
 class GraphRevisionKind(PromotableKind):
@@ -112,7 +101,7 @@ class GraphRevisionKind(PromotableKind):
         return DiffView(
             template="reviews/diff_graph.html",
             context={
-                "lines": [(_line_class(line), line) for line in text.splitlines()],
+                "lines": diff_lines(text),
                 "drawings": [
                     (f"active {left}", to_mermaid(before_graph) if active else ""),
                     (f"candidate #{candidate.seq}", to_mermaid(after_graph)),

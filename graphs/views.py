@@ -17,6 +17,7 @@ from graphs.core import Graph, to_mermaid
 from reviews.selectors import pending_requests_for
 
 from . import selectors
+from .diff_lines import diff_lines
 from .forms import DiffForm, GuidanceForm
 from .guidance import NoActiveGraph, workspace_guidance
 from .models import Revision, Workspace
@@ -113,21 +114,9 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
             error, status = str(exc), 400
         except Http404 as exc:
             error, status = str(exc), 404
-    lines = [(_line_class(line), line) for line in diff.text.splitlines()] if diff else []
+    lines = diff_lines(diff.text) if diff else []
     context = {"workspace": workspace, "form": form, "diff": diff, "lines": lines, "error": error}
     return render(request, "graphs/diff.html", context, status=status)
-
-
-def _line_class(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "diff-file"
-    if line.startswith("@@"):
-        return "diff-hunk"
-    if line.startswith("+"):
-        return "diff-add"
-    if line.startswith("-"):
-        return "diff-del"
-    return "diff-same"
 
 
 @login_required
