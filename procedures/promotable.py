@@ -26,6 +26,7 @@ from reviews.registry import (
     register_kind,
 )
 
+from .mining import intent_key
 from .models import Procedure, ProcedureVersion, ReplayRun, ReplayStatus, VersionStatus
 
 KIND = "procedure_version"
@@ -143,7 +144,7 @@ class ProcedureVersionKind(PromotableKind):
     def demo_candidate(self, *, actor: Actor) -> str | None:
         """seed_demo: the newest replayed, not yet active version (the refund procedure's first)."""
         versions = ProcedureVersion.objects.filter(status__in=(VersionStatus.READY, VersionStatus.FAILED))
-        version = versions.filter(procedure__intent="refund_request").order_by("-number").first()
+        version = versions.filter(procedure__intent=intent_key("refund_request")).order_by("-number").first()
         version = version or versions.order_by("-id").first()
         return str(version.pk) if version else None
 

@@ -19,6 +19,7 @@ def test_the_demo_leaves_an_open_request_per_kind_for_the_reviewers(settings, tm
     assert set(requests) == {"procedure_version", "graph_revision"}
     assert all(r.status == PromotionStatus.OPEN and r.proposer.username == "otto" for r in requests.values())
     assert requests["graph_revision"].gate_snapshot["passing"] is True
+    assert requests["procedure_version"].parent_label == "refund_request"  # the refund candidate of issue 4's demo
     rita = User.objects.get(username="rita")
     assert [row.pending_for_me for row in selectors.queue_for(rita)] == [True, True]
 
