@@ -33,6 +33,15 @@ _FIRST_CODE = 0x100  # clear of ASCII, so codes are never regex syntax
 _SURROGATES = range(0xD800, 0xE000)
 
 
+class _CodeTable(dict[str, str]):
+    """Tool name -> code; a name seen for the first time gets the next free code (`dict` calls `__missing__` from C,
+    so known names cost one plain dict lookup, with no try/except around each run)."""
+
+    def __missing__(self, tool: str) -> str:
+        code = self[tool] = _char(len(self))
+        return code
+
+
 class ToolCodes:
     """Tool name -> one-character code, assigned on first sight (so encoding is one C-level pass per run).
 
@@ -40,16 +49,12 @@ class ToolCodes:
     rank in the sorted order of the tool names."""
 
     def __init__(self) -> None:
-        self._code: dict[str, str] = {}
+        self._code = _CodeTable()
+        self._lookup = self._code.__getitem__
 
     def encode(self, items: Sequence[Any], key: Callable[[Any], str] | None = None) -> str:
         """The code string of `items` (tool names, or anything `key` turns into one)."""
-        try:
-            return "".join(map(self._code.__getitem__, items if key is None else map(key, items)))
-        except KeyError:
-            for tool in items if key is None else map(key, items):
-                self._code.setdefault(tool, _char(len(self._code)))
-            return "".join(map(self._code.__getitem__, items if key is None else map(key, items)))
+        return "".join(map(self._lookup, items if key is None else map(key, items)))
 
     def decode(self, codes: str) -> Tools:
         names = {char: name for name, char in self._code.items()}

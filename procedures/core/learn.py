@@ -1,10 +1,10 @@
 """`learn_procedure`: the stable tool subsequence of successful runs, with the arguments they all agree on (§2.1)."""
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter, is_, itemgetter
+from operator import attrgetter, is_
 from types import MappingProxyType
 from typing import Any
 
@@ -20,7 +20,6 @@ NO_SHARED_STEPS = "successful trajectories share no procedure steps"
 _ok = attrgetter("ok")
 _tool = attrgetter("tool")
 _arguments = attrgetter("arguments")
-_start = itemgetter(0)
 _COMPARES_AS_DICT = frozenset({dict, MappingProxyType})
 
 
@@ -72,27 +71,32 @@ def procedure_digest(intent: str, tools: Sequence[str]) -> str:
 
 
 def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, intent: str) -> ProcedureCandidate:
-    """Reduce successful runs to their shared tool subsequence and the arguments every run agrees on."""
+    """Reduce successful runs to their shared tool subsequence and the arguments every run agrees on.
+
+    The fold (§2.1 step 2) needs every run's tools before the alignment (step 4) can start, which would mean two
+    passes over the steps, the second one reading cold memory. Instead the fold is first run over a sorted prefix of
+    the runs (`_GUESS_RUNS`), giving a guess; then one pass over all runs, in the mapping's own order (usually the
+    order the steps were built in, so memory is read sequentially), checks each run's steps, encodes its tools and
+    aligns the guess in it while those steps are in cache (`ArgumentAgreement`). If every run contains the guess,
+    the guess *is* the fold's result: the fold continues from it over the remaining sorted runs, and a current
+    sequence contained in the next run is its LCS with that run (see lcs.py, shortcut 1), so it never changes. If a
+    run does not contain it, the pass goes on checking and encoding, and the fold and the alignment are redone
+    from the codes (a second pass over the aligned steps only).
+
+    Errors keep the order of §2.1: an unsuccessful run raises SOURCES_INVALID before NO_SHARED_STEPS (every run is
+    checked in the pass), and if anything else fails on the way (say, arguments that are no mapping), every run is
+    checked first, so that a failed step is what gets reported."""
     if not isinstance(intent, str) or not intent.strip() or not trajectories:
         raise ValueError(INTENT_OR_RUNS_MISSING)
-    runs = {
-        trajectory_id: steps if isinstance(steps, list | tuple) else tuple(steps)
-        for trajectory_id, steps in trajectories.items()
-    }
-    for trajectory_id, steps in runs.items():
-        if not isinstance(trajectory_id, str) or not trajectory_id.strip() or not steps:
-            raise ValueError(SOURCES_INVALID)
-    if not all(map(is_, map(_ok, chain.from_iterable(runs.values())), repeat(True))):
-        raise ValueError(SOURCES_INVALID)
-    ordered_ids = sorted(runs)
-    ordered_runs = [runs[trajectory_id] for trajectory_id in ordered_ids]
-    codes = ToolCodes()
-    run_codes = [codes.encode(steps, _tool) for steps in ordered_runs]
-    shared = shared_codes(run_codes, codes.ranks())
-    if not shared:
+    runs = identified_runs(trajectories)
+    try:
+        ordered_ids = sorted(runs)
+        tools, arguments = _fold_and_retain(runs, ordered_ids)
+    except Exception:
+        _require_successful(runs.values())
+        raise
+    if not tools:
         raise ValueError(NO_SHARED_STEPS)
-    tools = codes.decode(shared)
-    arguments = retained_arguments(shared, ordered_runs, run_codes)
     digest = procedure_digest(intent, tools)
     return ProcedureCandidate(
         procedure_id=f"procedure:{digest[:16]}",
@@ -101,6 +105,52 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
         source_trajectory_ids=tuple(ordered_ids),
         revision=f"sha256:{digest}",
     )
+
+
+_GUESS_RUNS = 256  # at least this many sorted runs (and 1/16 of all) are folded for the guess
+
+
+def _fold_and_retain(
+    runs: Mapping[str, Sequence[TrajectoryStep]], ordered_ids: Sequence[str]
+) -> tuple[Tools, list[Mapping[str, Any]]]:
+    """The shared tools and their retained arguments, after checking every step; see `learn_procedure`."""
+    codes = ToolCodes()
+    prefix = ordered_ids[: max(_GUESS_RUNS, len(ordered_ids) // 16)]
+    run_codes = {trajectory_id: codes.encode(runs[trajectory_id], _tool) for trajectory_id in prefix}
+    first_codes, first_steps = run_codes[ordered_ids[0]], runs[ordered_ids[0]]
+    guess = shared_codes([run_codes[trajectory_id] for trajectory_id in prefix], codes.ranks())
+    agreement: ArgumentAgreement | None = ArgumentAgreement(guess, first_codes, first_steps)
+    for trajectory_id, steps in runs.items():
+        if not all(map(is_, map(_ok, steps), repeat(True))):
+            raise ValueError(SOURCES_INVALID)
+        sequence = run_codes.get(trajectory_id)
+        if sequence is None:
+            sequence = run_codes[trajectory_id] = codes.encode(steps, _tool)
+        if agreement is not None and not agreement.add(sequence, steps):
+            agreement = None  # the guess is not in this run: it was too long
+    if agreement is None:
+        shared = shared_codes([run_codes[trajectory_id] for trajectory_id in ordered_ids], codes.ranks())
+        agreement = ArgumentAgreement(shared, first_codes, first_steps)
+        for trajectory_id, steps in runs.items():
+            agreement.add(run_codes[trajectory_id], steps)
+    return codes.decode(agreement.shared), agreement.arguments()
+
+
+def identified_runs(trajectories: Mapping[str, Sequence[TrajectoryStep]]) -> dict[str, Sequence[TrajectoryStep]]:
+    """The runs as sequences, after checking that every id is a non-blank string and every run has steps."""
+    runs = {}
+    for trajectory_id, steps in trajectories.items():
+        if not isinstance(steps, list | tuple):
+            steps = tuple(steps)
+        if not isinstance(trajectory_id, str) or not trajectory_id.strip() or not steps:
+            raise ValueError(SOURCES_INVALID)
+        runs[trajectory_id] = steps
+    return runs
+
+
+def _require_successful(runs: Iterable[Sequence[TrajectoryStep]]) -> None:
+    if not all(map(is_, map(_ok, chain.from_iterable(runs)), repeat(True))):
+        raise ValueError(SOURCES_INVALID)
 
 
 def shared_codes(sequences: Sequence[str], ranks: Mapping[str, int]) -> str:
@@ -139,38 +189,65 @@ def align_leftmost(tools: Tools, steps: Sequence[TrajectoryStep]) -> list[Trajec
     return matched
 
 
-def retained_arguments(
-    shared: str, runs: Sequence[Sequence[TrajectoryStep]], run_codes: Sequence[str]
-) -> list[Mapping[str, Any]]:
-    """Per position, the first run's arguments when every run's aligned step has equal ones (as dicts), else {}.
+class ArgumentAgreement:
+    """Which positions of `shared` all runs added so far agree on with the first run (the smallest id), as dicts.
 
-    The greedy leftmost alignment is one regex match per run, capturing only the positions still agreeing and
-    stopping after the last of them; the pattern is rebuilt only when a position stops agreeing. A run whose
-    captured arguments are all plain or read-only dicts equal to the expected ones is settled in one comparison."""
-    first_spans = subsequence_pattern(shared, capture=True).match(run_codes[0]).regs
-    first = [runs[0][first_spans[position + 1][0]].arguments for position in range(len(shared))]
-    agreeing = list(range(len(shared)))
-    expected = tuple(dict(arguments) for arguments in first)
-    align = subsequence_pattern(shared, capture=True).match
-    for steps, codes in zip(runs[1:], run_codes[1:], strict=True):
-        found = tuple(map(_arguments, map(steps.__getitem__, map(_start, align(codes).regs[1:]))))
-        if found == expected and set(map(type, found)) <= _COMPARES_AS_DICT:
-            continue
+    Every run is compared with the first run, never with its neighbour, so runs can be added in any order. Only
+    positions still agreeing are examined: one regex match per distinct code string finds the greedy leftmost
+    alignment, capturing only those positions (runs with the same tool sequence, common in practice, share one
+    match); it is rebuilt only when a position stops agreeing. A run whose aligned arguments are all plain or
+    read-only dicts equal to the expected ones is settled in one tuple comparison (tuple equality is elementwise
+    `==`, the per-position test). `add` returns False, and changes nothing, for a run that does not contain
+    `shared` at all."""
+
+    def __init__(self, shared: str, first_codes: str, first_steps: Sequence[TrajectoryStep]) -> None:
+        self.shared = shared
+        self._agreeing = list(range(len(shared)))
+        self._align()
+        self._first = [first_steps[index].arguments for index in self._indexes(first_codes) or ()]
+        self._expected = tuple(dict(arguments) for arguments in self._first)
+
+    def _align(self) -> None:
+        self._match = subsequence_pattern(self.shared, capture=frozenset(self._agreeing)).match
+        self._groups = range(1, len(self._agreeing) + 1)
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    def _indexes(self, codes: str) -> tuple[int, ...] | None:
+        """The step indexes of the agreeing positions in the run's leftmost alignment (None: `shared` is not in it)."""
+        indexes = self._cache.get(codes)
+        if indexes is None:
+            match = self._match(codes)
+            if match is None:
+                return None
+            indexes = self._cache[codes] = tuple(map(match.start, self._groups))
+        return indexes
+
+    def add(self, codes: str, steps: Sequence[TrajectoryStep]) -> bool:
+        indexes = self._cache.get(codes)
+        if indexes is None:
+            indexes = self._indexes(codes)
+            if indexes is None:
+                return False
+        if not indexes:
+            return True
+        found = tuple(map(_arguments, map(steps.__getitem__, indexes)))
+        if found == self._expected and _COMPARES_AS_DICT.issuperset(map(type, found)):
+            return True
         pairs = [
             (k, wanted)
-            for k, arguments, wanted in zip(agreeing, found, expected, strict=True)
+            for k, arguments, wanted in zip(self._agreeing, found, self._expected, strict=True)
             if _as_dict(arguments) == wanted
         ]
-        if len(pairs) == len(agreeing):
-            continue
-        if not pairs:
-            agreeing = []
-            break
-        agreeing = [k for k, _ in pairs]
-        expected = tuple(wanted for _, wanted in pairs)
-        align = subsequence_pattern(shared[: agreeing[-1] + 1], capture=frozenset(agreeing)).match
-    kept = set(agreeing)
-    return [first[position] if position in kept else {} for position in range(len(shared))]
+        if len(pairs) < len(self._agreeing):
+            self._agreeing = [k for k, _ in pairs]
+            self._expected = tuple(wanted for _, wanted in pairs)
+            self._align()
+        return True
+
+    def arguments(self) -> list[Mapping[str, Any]]:
+        """Per position of `shared`: the first run's arguments where every run agreed, else {}."""
+        kept = set(self._agreeing)
+        return [self._first[position] if position in kept else {} for position in range(len(self.shared))]
 
 
 def _as_dict(arguments: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,6 +1,7 @@
 """learn_procedure (trajectory-mining §2.1): the seed's example, tie-breaks, order, retention, identity, errors."""
 
 import hashlib
+import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from procedures.core import ProcedureCandidate, ProcedureStep, learn_procedure
+from procedures.core import ProcedureCandidate, ProcedureStep, learn, learn_procedure
 from procedures.core.lcs import ToolCodes, is_subsequence, lcs
 from tests.procedures.core.reference import reference_lcs, reference_learn_procedure
 from trajectories.core import TrajectoryStep
@@ -260,6 +261,9 @@ class PlainMapping(Mapping):
         return len(self._data)
 
 
+# WAYMARK_HYPOTHESIS_SCALE=10 runs every property ten times as long (for a thorough local check).
+SCALE = int(os.environ.get("WAYMARK_HYPOTHESIS_SCALE", "1"))
+
 TOOLS = st.sampled_from(["a", "b", "c", "d"])
 ARGUMENTS = st.sampled_from([{}, {"k": 1}, {"k": 1.0}, {"k": True}, {"k": 2}, {"k": "1"}, {"k": 1, "j": None}]).flatmap(
     lambda data: st.sampled_from([data, MappingProxyType(dict(data)), PlainMapping(data)])
@@ -288,19 +292,19 @@ def outcome(function, runs):
         return str(error)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600 * SCALE, deadline=None)
 @given(tool_runs())
 def test_it_matches_the_reference_implementation(runs):
     assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200 * SCALE, deadline=None)
 @given(tool_runs(names=("]", "^", "\\", "-", "é", "a b", "[", "$")))
 def test_tool_names_that_are_regex_syntax_change_nothing(runs):
     assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300 * SCALE, deadline=None)
 @given(tool_runs())
 def test_the_result_is_a_common_subsequence_of_every_run(runs):
     result = outcome(learn_procedure, runs)
@@ -310,13 +314,13 @@ def test_the_result_is_a_common_subsequence_of_every_run(runs):
         assert is_subsequence(tools_of(result), [step.tool for step in steps])
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600 * SCALE, deadline=None)
 @given(st.lists(TOOLS, max_size=12), st.lists(TOOLS, max_size=12))
 def test_lcs_matches_the_reference_cell_for_cell(first, second):
     assert lcs(tuple(first), tuple(second)) == reference_lcs(tuple(first), tuple(second))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300 * SCALE, deadline=None)
 @given(st.lists(TOOLS, max_size=12), st.lists(TOOLS, max_size=6))
 def test_a_contained_sequence_is_its_own_lcs(longer, picks):
     # Any subsequence of the longer run: under the per-cell tie-break the LCS is exactly that subsequence.
@@ -332,3 +336,78 @@ def test_tool_codes_skip_the_surrogate_range():
     assert not any(0xD800 <= ord(char) < 0xE000 for char in encoded)
     assert len(set(encoded)) == len(names)
     assert codes.decode(encoded) == tuple(names)
+
+
+# --- the fast paths: the fold's guess from a sorted prefix, the alignment cache, retention stopping early -----------
+
+
+@settings(max_examples=400 * SCALE, deadline=None)
+@given(tool_runs(), st.integers(min_value=1, max_value=3))
+def test_a_guess_from_too_few_runs_still_matches_the_reference(runs, guess_runs):
+    # The guess is folded from a prefix of the sorted runs; with a prefix this short it is often too long, and the
+    # result must then come from the full fold, with the same arguments and errors.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learn, "_GUESS_RUNS", guess_runs)
+        assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
+
+
+VALUES = st.sampled_from([1, 1.0, True, 2, "1", None])
+
+
+@st.composite
+def repeated_runs(draw):
+    """Many runs over few tool sequences (so alignments are shared), arguments often equal as Python values
+    (1 == 1.0 == True), and differences only from some position on."""
+    sequences = draw(st.lists(st.lists(TOOLS, min_size=1, max_size=6), min_size=1, max_size=3))
+    count = draw(st.integers(min_value=1, max_value=40))
+    differ_from = draw(st.integers(min_value=0, max_value=6))
+    runs = {}
+    for number in range(count):
+        tools = draw(st.sampled_from(sequences))
+        runs[f"{number:03}"] = [
+            TrajectoryStep(
+                ordinal,
+                tool,
+                "execute",
+                {"k": draw(VALUES) if ordinal >= differ_from else 1},
+                ok=True,
+            )
+            for ordinal, tool in enumerate(tools)
+        ]
+    return runs
+
+
+@settings(max_examples=300 * SCALE, deadline=None)
+@given(repeated_runs(), st.integers(min_value=1, max_value=300))
+def test_repeated_sequences_and_late_differences_match_the_reference(runs, guess_runs):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learn, "_GUESS_RUNS", guess_runs)
+        assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
+
+
+def test_many_identical_runs_keep_arguments_equal_as_python_values():
+    runs = {f"{index:04}": run("a", "b", "c", arguments={0: {"n": 1}, 2: {"q": "x"}}) for index in range(600)}
+    runs["0300"] = run("a", "b", "c", arguments={0: {"n": 1.0}, 2: {"q": "x"}})
+    runs["0400"] = run("a", "x", "b", "c", arguments={0: {"n": True}, 3: {"q": "y"}})
+    candidate = learn_procedure(runs, intent="i")
+    assert candidate == reference_learn_procedure(runs, intent="i")
+    assert [dict(step.arguments) for step in candidate.steps] == [{"n": 1}, {}, {}]
+
+
+def test_a_run_late_in_the_mapping_that_drops_a_step_shrinks_the_procedure():
+    # 600 runs: the guess is folded from the first 256 sorted ids, and the last one (sorted and in the mapping)
+    # lacks "b", so the guess is too long and the full fold decides.
+    runs = {f"{index:04}": run("a", "b", "c", arguments={0: {"n": 1}, 2: {"n": 2}}) for index in range(599)}
+    runs["0599"] = run("c", "a", "c", arguments={1: {"n": 1}, 2: {"n": 2}})
+    candidate = learn_procedure(runs, intent="i")
+    assert candidate == reference_learn_procedure(runs, intent="i")
+    assert tools_of(candidate) == ["a", "c"]
+    assert [dict(step.arguments) for step in candidate.steps] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_failed_step_wins_over_arguments_that_are_no_mapping():
+    runs = {"a": [TrajectoryStep(0, "x", "execute", None, ok=True)], "b": run("x", ok=False)}
+    with pytest.raises(ValueError, match=r"^source trajectories must be identified, non-empty, and successful$"):
+        learn_procedure(runs, intent="i")
+    with pytest.raises(ValueError, match=r"^source trajectories must be identified, non-empty, and successful$"):
+        reference_learn_procedure(runs, intent="i")
