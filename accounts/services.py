@@ -177,6 +177,17 @@ def login_success_record(*, user: User, ip: str) -> None:
         )
 
 
+def logout_record(*, user: User, ip: str) -> None:
+    """A logout by a signed-in user, audited (the session is the view's business)."""
+    with transaction.atomic(durable=True):
+        audit_record(
+            actor=Actor(user=user),
+            verb="auth.logout",
+            target=(LOGIN_TARGET_TYPE, user.get_username()),
+            after={"username": user.get_username(), "ip": ip},
+        )
+
+
 def login_failure_record(*, username: str, ip: str) -> list[str]:
     """A failed login: count it against the username and the IP, audit it, and audit the lockout it may start.
     Returns the kinds ("username", "ip") this failure has just locked."""

@@ -21,7 +21,14 @@ from . import selectors, services, throttle
 from .forms import AuditFilterForm, TokenCreateForm
 from .roles import SCOPE_REQUIRES_ROLE, SCOPES, Role, scopes_allowed_for
 
-logout_view = require_POST(auth_views.LogoutView.as_view())
+_logout = auth_views.LogoutView.as_view()
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        services.logout_record(user=request.user, ip=throttle.client_ip(request))
+    return _logout(request)
 
 
 def _redirect_target(request: HttpRequest) -> str:

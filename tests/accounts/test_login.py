@@ -162,3 +162,5 @@ def test_logout_needs_csrf_and_then_ends_the_session(viewer):
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/"
     assert not _is_logged_in(client)
+    event = AuditEvent.objects.get(verb="auth.logout")
+    assert (event.actor_user, event.after["username"]) == (viewer, "vera")
