@@ -14,7 +14,6 @@ import copy
 
 from django.urls import reverse
 
-from accounts.models import AuditEvent
 from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
 from graphs.core import Graph, skeleton, to_mermaid, unified_diff
@@ -25,7 +24,8 @@ from reviews.registry import (
     GateEvidence,
     PromotableKind,
     StaleActivation,
-    UnknownCandidate,
+    find_candidate,
+    previous_active,
     register_kind,
 )
 
@@ -38,16 +38,10 @@ KIND = "graph_revision"
 GRAPH = Revision.Kind.GRAPH
 
 
-def _pk(value: str | None) -> int | None:
-    return int_or_none(value)
-
-
 def _revision(candidate_id: str) -> Revision:
-    pk = _pk(candidate_id)
-    revision = Revision.objects.select_related("workspace").filter(pk=pk, kind=GRAPH).first() if pk else None
-    if revision is None:
-        raise UnknownCandidate(f"no graph revision {candidate_id}")
-    return revision
+    return find_candidate(
+        Revision.objects.select_related("workspace").filter(kind=GRAPH), candidate_id, "graph revision"
+    )
 
 
 class GraphRevisionKind(PromotableKind):
@@ -91,7 +85,8 @@ class GraphRevisionKind(PromotableKind):
     def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
         candidate = _revision(candidate_id)
         workspace = candidate.workspace
-        active = Revision.objects.filter(pk=_pk(active_id), kind=GRAPH).first() if _pk(active_id) else None
+        active_pk = int_or_none(active_id)
+        active = Revision.objects.filter(pk=active_pk, kind=GRAPH).first() if active_pk else None
         before_graph = graph_of(active) if active else skeleton(**(workspace.vocabulary or {}))
         after_graph = graph_of(candidate)
         left = f"#{active.seq} {active.short_digest}" if active else "skeleton"
@@ -133,17 +128,13 @@ class GraphRevisionKind(PromotableKind):
         workspace = Workspace.objects.filter(slug=parent_key).first()
         if workspace is None or workspace.active_revision_id is None:
             return None
-        for before, after in (
-            AuditEvent.objects.filter(
-                verb="workspace.set_active_revision", target_type="graphs.workspace", target_id=str(workspace.pk)
-            )
-            .order_by("-id")
-            .values_list("before", "after")[:50]
-        ):
-            if (after or {}).get("active_revision") == workspace.active_revision_id:
-                previous = (before or {}).get("active_revision")
-                return str(previous) if previous else None
-        return None
+        return previous_active(
+            verb="workspace.set_active_revision",
+            target_type="graphs.workspace",
+            target_id=str(workspace.pk),
+            field="active_revision",
+            active=workspace.active_revision_id,
+        )
 
     def history_url(self, parent_key: str) -> str:
         return reverse("graphs:workspace", args=[parent_key])

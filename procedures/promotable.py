@@ -13,7 +13,6 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import AuditEvent
 from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
 from reviews.registry import (
@@ -22,7 +21,8 @@ from reviews.registry import (
     GateEvidence,
     PromotableKind,
     StaleActivation,
-    UnknownCandidate,
+    find_candidate,
+    previous_active,
     register_kind,
 )
 
@@ -32,16 +32,8 @@ from .models import Procedure, ProcedureVersion, ReplayRun, ReplayStatus, Versio
 KIND = "procedure_version"
 
 
-def _pk(value: str) -> int | None:
-    return int_or_none(value)
-
-
 def _version(candidate_id: str) -> ProcedureVersion:
-    pk = _pk(candidate_id)
-    version = ProcedureVersion.objects.select_related("procedure").filter(pk=pk).first() if pk else None
-    if version is None:
-        raise UnknownCandidate(f"no procedure version {candidate_id}")
-    return version
+    return find_candidate(ProcedureVersion.objects.select_related("procedure"), candidate_id, "procedure version")
 
 
 class ProcedureVersionKind(PromotableKind):
@@ -61,7 +53,7 @@ class ProcedureVersionKind(PromotableKind):
         )
 
     def current_active(self, parent_key: str) -> str | None:
-        pk = _pk(parent_key)
+        pk = int_or_none(parent_key)
         active = Procedure.objects.filter(pk=pk).values_list("active_version_id", flat=True).first() if pk else None
         return str(active) if active else None
 
@@ -85,7 +77,7 @@ class ProcedureVersionKind(PromotableKind):
 
     def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
         candidate = _version(candidate_id)
-        active = ProcedureVersion.objects.filter(pk=_pk(active_id or "")).first() if active_id else None
+        active = ProcedureVersion.objects.filter(pk=int_or_none(active_id)).first() if active_id else None
         return DiffView(
             template="reviews/diff_steps.html",
             context={
@@ -126,17 +118,13 @@ class ProcedureVersionKind(PromotableKind):
         active = self.current_active(parent_key)
         if active is None:
             return None
-        for before, after in (
-            AuditEvent.objects.filter(
-                verb="procedure.activate", target_type="procedures.procedure", target_id=parent_key
-            )
-            .order_by("-id")
-            .values_list("before", "after")[:50]
-        ):
-            if str((after or {}).get("active_version")) == active:
-                previous = (before or {}).get("active_version")
-                return str(previous) if previous else None
-        return None
+        return previous_active(
+            verb="procedure.activate",
+            target_type="procedures.procedure",
+            target_id=parent_key,
+            field="active_version",
+            active=active,
+        )
 
     def history_url(self, parent_key: str) -> str:
         return reverse("procedures:list")

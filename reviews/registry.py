@@ -13,6 +13,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Model, QuerySet
+
+from accounts.models import AuditEvent
+from config.parsing import int_or_none
+
 DEFAULT_APPROVALS_REQUIRED = 2
 
 
@@ -135,3 +140,28 @@ def get_kind(key: str) -> PromotableKind:
 
 def kinds() -> list[PromotableKind]:
     return [_KINDS[key] for key in sorted(_KINDS)]
+
+
+# --- helpers for the kinds the owning apps register ------------------------------------------------------------------
+def find_candidate[M: Model](queryset: QuerySet[M], candidate_id: str | None, what: str) -> M:
+    """The row a candidate id names (an integer primary key as text), or UnknownCandidate."""
+    pk = int_or_none(candidate_id)
+    found = queryset.filter(pk=pk).first() if pk is not None else None
+    if found is None:
+        raise UnknownCandidate(f"no {what} {candidate_id}")
+    return found
+
+
+def previous_active(*, verb: str, target_type: str, target_id: str, field: str, active: Any) -> str | None:
+    """The rollback target of a parent: the value `field` had before the audited move that made `active` current
+    (looked up in the parent's newest 50 `verb` audit events), or None."""
+    moves = (
+        AuditEvent.objects.filter(verb=verb, target_type=target_type, target_id=target_id)
+        .order_by("-id")
+        .values_list("before", "after")[:50]
+    )
+    for before, after in moves:
+        if str((after or {}).get(field)) == str(active):
+            previous = (before or {}).get(field)
+            return str(previous) if previous else None
+    return None
