@@ -1,4 +1,10 @@
-"""Pure algorithms of graphs: no Django import, no I/O (from_human may read one JSON file it is given)."""
+"""Pure algorithms of graphs: no Django import, no I/O (from_human may read one JSON file it is given).
+
+The engine (graph, validation, edits, serializer, guide) is exported here. The offline loop lives in its own modules,
+imported from them by name: evaluation (traces, outcomes, evaluations, decisions), gates and objectives, rejections
+(the rejection memory), traces (attempts block, sampling, sources), refiner and bootstrap (the model roles), budget
+(meter and hooks), stores (the reference stores), evolve (Algorithm 1) and twohop (the spec §10 environment).
+"""
 
 from .diagnostics import (
     DIAGNOSTIC_CODES,
