@@ -16,6 +16,7 @@ SCOPES: dict[str, str] = {
     "graphs:guide": "ask for step guidance",
     "procedures:read": "read procedures and their versions",
     "procedures:mine": "start procedure mining (operators)",
+    "evolutions:run": "start and cancel graph evolution runs (operators)",
     "evaluations:run": "claim replay and evaluation jobs and answer them",
     "reviews:judge": "read the review queue, propose and judge (reviewers)",
 }
@@ -24,6 +25,7 @@ SCOPES: dict[str, str] = {
 SCOPE_REQUIRES_ROLE: dict[str, Role] = {
     "reviews:judge": Role.REVIEWER,
     "procedures:mine": Role.OPERATOR,
+    "evolutions:run": Role.OPERATOR,
 }
 
 

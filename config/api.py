@@ -84,6 +84,7 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 api.add_router("/trajectories", trajectories_router)
 api.add_router("/graphs", graphs_router)
+api.add_router("/graphs/{ws}/evolutions", "graphs.evolution.api.router")
 api.add_router("/procedures", procedures_router)
 api.add_router("/replays", "procedures.api.replays_router")
 api.add_router("/reviews", reviews_router)

@@ -14,6 +14,8 @@ DEMO_SLUG = "two-hop-qa"
 DEMO_TITLE = "Two-hop question answering"
 DEMO_TASK = "two-hop question answering over a small corpus"
 DEMO_TOOLS = ("search", "read", "answer")
+LAB_SLUG = "two-hop-lab"
+LAB_TITLE = "Two-hop lab (evolve from the skeleton)"
 
 
 def _edge(source: str, target: str, guidance: str, *, relation: str = "LEADS_TO", condition=None, pitfalls=None):
@@ -103,9 +105,23 @@ def seed_demo_graphs(*, actor: Actor) -> DemoGraphs:
     return DemoGraphs(workspace, created)
 
 
+def seed_lab_workspace(*, actor: Actor) -> DemoGraphs:
+    """Workspace two-hop-lab: the skeleton only, active, for an operator to evolve with the two-hop evaluator (with
+    no API key, spec §10's scripted refiner answers: accepted, structural_failure, rejected, duplicate_candidate)."""
+    workspace = Workspace.objects.filter(slug=LAB_SLUG).first()
+    if workspace is not None:
+        return DemoGraphs(workspace, False)
+    seeded = services.workspace_create(actor=actor, slug=LAB_SLUG, title=LAB_TITLE, task_description=DEMO_TASK)
+    return DemoGraphs(seeded.workspace, True)
+
+
 def seed_demo_graphs_step(ctx) -> str:
     """The seed_demo step (accounts/management/commands/seed_demo.py): one summary line."""
     result = seed_demo_graphs(actor=ctx.actor)
+    lab = seed_lab_workspace(actor=ctx.actor)
     state = "created" if result.created else "already there"
     active = result.workspace.active_revision
-    return f"graphs: workspace {DEMO_SLUG} {state}, active revision #{active.seq} {active.short_digest}"
+    return (
+        f"graphs: workspace {DEMO_SLUG} {state}, active revision #{active.seq} {active.short_digest}; "
+        f"workspace {LAB_SLUG} {'created' if lab.created else 'already there'} (skeleton, ready to evolve)"
+    )

@@ -97,3 +97,117 @@ class Revision(models.Model):
     @property
     def validation_score(self):
         return (self.meta or {}).get("validation_score")
+
+
+class EvolutionRun(models.Model):
+    """One offline evolution of a workspace's graph: K rounds of refine → measure → gate, run by Celery one step at a
+    time (graphs.evolution). The chains (graph, rejections, traces, checkpoints) are the truth; this row is the
+    operator's view of the run plus the state a step needs to go on (lease, meter, the best evaluation so far)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        BUDGET_EXHAUSTED = "budget_exhausted"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.BUDGET_EXHAUSTED)
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="evolution_runs")
+    config = models.JSONField(default=dict, help_text="the EvolveConfig fields this run was started with")
+    gate = models.JSONField(default=dict, help_text="{kind, …parameters}; objective mode holds both documents")
+    budget = models.JSONField(default=dict)
+    evaluator = models.CharField(max_length=100)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=40, blank=True)
+    rounds_planned = models.PositiveIntegerField()
+    rounds_done = models.PositiveIntegerField(default=0)
+    first_iteration = models.PositiveIntegerField(null=True, blank=True)
+    meter = models.JSONField(default=dict, blank=True)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    baseline = models.JSONField(null=True, blank=True, help_text="the baseline Evaluation document")
+    best = models.JSONField(null=True, blank=True, help_text="the retained Evaluation document")
+    stopped_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    started_by = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="evolution_runs"
+    )
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["workspace", "-id"], name="graphs_evolution_ws"),
+            models.Index(fields=["status", "lease_expires_at"], name="graphs_evolution_lease"),
+        ]
+        constraints = [
+            # One unfinished run per workspace: two runs would race for the same chains.
+            models.UniqueConstraint(
+                fields=["workspace"],
+                condition=models.Q(status__in=["queued", "running", "waiting"]),
+                name="graphs_evolution_one_open_per_workspace",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"evolution {self.pk} of {self.workspace_id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def baseline_score(self):
+        return (self.baseline or {}).get("score")
+
+    @property
+    def best_score(self):
+        return (self.best or {}).get("score")
+
+
+class EvolutionRound(models.Model):
+    """One round of a run, written in the same transaction as the rejection-memory revision that records it."""
+
+    run = models.ForeignKey(EvolutionRun, on_delete=models.PROTECT, related_name="rounds")
+    iteration = models.PositiveIntegerField(help_text="the workspace's round number (continues across runs)")
+    outcome = models.CharField(max_length=30)
+    disposition = models.CharField(max_length=20, blank=True)
+    mode = models.CharField(max_length=30, blank=True)
+    retained_score = models.FloatField(null=True, blank=True)
+    candidate_score = models.FloatField(null=True, blank=True)
+    edits = models.JSONField(default=dict)
+    edit_counts = models.JSONField(default=dict)
+    diagnostics = models.JSONField(default=list)
+    decision = models.JSONField(null=True, blank=True)
+    candidate_digest = models.CharField(max_length=64, blank=True)
+    base_digest = models.CharField(max_length=64, blank=True)
+    duplicate_of = models.PositiveIntegerField(null=True, blank=True)
+    trace_ids = models.JSONField(default=list)
+    rejections_revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="+")
+    graph_revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    model_calls = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "iteration"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "iteration"], name="graphs_evolution_round_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"round {self.iteration} of run {self.run_id}: {self.outcome}"
+
+    @property
+    def short_candidate(self) -> str:
+        return self.candidate_digest[:12]

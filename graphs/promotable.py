@@ -10,13 +10,11 @@ This is the only way a workspace's active pointer moves after seeding.
 
 from __future__ import annotations
 
-import copy
-
 from django.urls import reverse
 
 from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
-from graphs.core import Graph, skeleton, to_mermaid, unified_diff
+from graphs.core import skeleton, to_mermaid, unified_diff
 from graphs.diff_lines import diff_lines
 from reviews.registry import (
     Description,
@@ -29,12 +27,27 @@ from reviews.registry import (
     register_kind,
 )
 
-from .models import Revision, Workspace
+from .models import EvolutionRound, Revision, Workspace
 from .selectors import graph_of
-from .services import graph_append_accepted as append_accepted
 from .services import workspace_activate_revision_in_transaction
 
 KIND = "graph_revision"
+
+
+def measured_round(revision: Revision) -> EvolutionRound | None:
+    """The evolution round whose gate accepted this revision (None: hand-written, transferred or seeded)."""
+    return (
+        EvolutionRound.objects.select_related("run")
+        .filter(graph_revision=revision, outcome="accepted")
+        .order_by("-id")
+        .first()
+    )
+
+
+def _score(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4f}"
+
+
 GRAPH = Revision.Kind.GRAPH
 
 
@@ -65,21 +78,33 @@ class GraphRevisionKind(PromotableKind):
 
     def gate_evidence(self, candidate_id: str) -> GateEvidence:
         revision = _revision(candidate_id)
-        url = reverse("graphs:workspace", args=[revision.workspace.slug])
-        meta = revision.meta or {}
-        score = meta.get("validation_score")
-        if revision.origin == "accepted" and score is not None:
-            details = {key: meta[key] for key in ("validation_score", "iteration", "baseline_score") if key in meta}
+        measured = measured_round(revision)
+        if measured is None:
             return GateEvidence(
-                passing=True,
-                summary=f"accepted by the evolution gate with validation score {score}",
-                details=details,
-                url=url,
+                passing=None,
+                summary=f"no measured evaluation ({revision.origin or 'unknown'} graph); an admin override is needed",
+                url=reverse("graphs:workspace", args=[revision.workspace.slug]),
             )
+        run = measured.run
+        details = {
+            "evolution_run": run.pk,
+            "round": measured.iteration,
+            "evaluator": run.evaluator,
+            "gate": run.gate.get("kind", "tie"),
+            "validation_score": measured.candidate_score,
+            "retained_score": measured.retained_score,
+        }
+        if measured.disposition:
+            details["disposition"] = measured.disposition
         return GateEvidence(
-            passing=None,
-            summary=f"no evaluation recorded ({revision.origin or 'unknown'} graph); an admin override is needed",
-            url=url,
+            passing=True,
+            summary=(
+                f"accepted by the {details['gate']} gate in evolution run {run.pk}, round {measured.iteration}: "
+                f"validation {_score(measured.candidate_score)} against retained {_score(measured.retained_score)} "
+                f"({run.evaluator} evaluator)"
+            ),
+            details=details,
+            url=reverse("graphs:evolution_round", args=[revision.workspace.slug, run.pk, measured.iteration]),
         )
 
     def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
@@ -140,9 +165,11 @@ class GraphRevisionKind(PromotableKind):
         return reverse("graphs:workspace", args=[parent_key])
 
     def demo_candidate(self, *, actor: Actor) -> str | None:
-        """seed_demo: a refined two-hop graph appended as an accepted revision (once) above the active one."""
+        """seed_demo: a refinement of the two-hop graph measured by a real one-round evolution (once), above the
+        active revision."""
         from . import revisions
-        from .demo import DEMO_SLUG, TWO_HOP_GRAPH
+        from .demo import DEMO_SLUG
+        from .evolution.demo import demo_refinement
 
         workspace = Workspace.objects.filter(slug=DEMO_SLUG).first()
         head = revisions.head(workspace, GRAPH) if workspace else None
@@ -150,19 +177,9 @@ class GraphRevisionKind(PromotableKind):
             return None
         if head.pk != workspace.active_revision_id:
             return str(head.pk)
-        refined = copy.deepcopy(TWO_HOP_GRAPH)
-        for edge in refined["edges"]:
-            if (edge["source"], edge["target"]) == ("read", "answer"):
-                edge["pitfalls"] = "A first-hop fact does not answer a two-hop question: check the bridge was followed."
-        graph, _ = Graph.from_human(refined)
-        appended = append_accepted(
-            actor=actor,
-            workspace=workspace,
-            graph=graph,
-            expected_head=head.digest,
-            meta={"iteration": 2, "validation_score": 1.0, "note": "demo refinement"},
-        )
-        return str(appended.pk)
+        run = demo_refinement(actor=actor, workspace=workspace)
+        accepted = run.rounds.filter(outcome="accepted").exclude(graph_revision=None).first()
+        return str(accepted.graph_revision_id) if accepted else None
 
 
 register_kind(GraphRevisionKind())

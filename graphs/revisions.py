@@ -7,33 +7,20 @@ line of defence: a racing writer that slips past the lock still gets HeadMoved, 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from graphs.core import canonical_json, sha256_digest
+from graphs.core import canonical_json
+from graphs.core.stores import HeadMoved
+
+__all__ = ["KINDS", "HeadMoved", "append", "get", "head", "head_meta", "head_pointer", "list_revisions"]
 
 from .models import Revision, Workspace
 
 KINDS: tuple[str, ...] = tuple(Revision.Kind.values)
-
-
-class HeadMoved(Exception):
-    """The chain's head is not the one the writer expected (None stands for an empty chain)."""
-
-    def __init__(self, workspace: str, kind: str, expected: str | None, actual: str | None) -> None:
-        self.workspace = workspace
-        self.kind = kind
-        self.expected = expected
-        self.actual = actual
-        super().__init__(
-            f"the {kind} head of workspace {workspace!r} moved: expected {_short(expected)}, found {_short(actual)}"
-        )
-
-
-def _short(digest: str | None) -> str:
-    return digest[:12] if digest else "an empty chain"
 
 
 def _check_kind(kind: str) -> str:
@@ -51,14 +38,24 @@ def head(workspace: Workspace, kind: str) -> Revision | None:
     return _chain(workspace, kind).order_by("-seq").first()
 
 
-def _plain_json(value: Any, what: str) -> Any:
+def head_meta(workspace: Workspace, kind: str) -> dict[str, Any] | None:
+    """The meta of the newest revision (None for an empty chain), without its document."""
+    return _chain(workspace, kind).order_by("-seq").values_list("meta", flat=True).first()
+
+
+def head_pointer(workspace: Workspace, kind: str) -> tuple[int, str] | None:
+    """(seq, digest) of the newest revision, without its document; None for an empty chain."""
+    return _chain(workspace, kind).order_by("-seq").values_list("seq", "digest").first()
+
+
+def _canonical(value: Any, what: str) -> str:
     try:
         canonical = canonical_json(value)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the {what} is not JSON: {exc}") from None
     if "\\u0000" in canonical:
         raise ValueError(f"the {what} holds a NUL character, which cannot be stored")
-    return value
+    return canonical
 
 
 def append(
@@ -71,29 +68,30 @@ def append(
 ) -> Revision:
     """Append `document` after `expected_head` (a digest, or None for an empty chain); HeadMoved when stale."""
     _check_kind(kind)
-    _plain_json(document, "document")
-    meta = dict(_plain_json(dict(meta or {}), "meta"))
-    digest = sha256_digest(document)
-    with transaction.atomic():
-        Workspace.objects.select_for_update().filter(pk=workspace.pk).values_list("pk", flat=True).first()
-        current = head(workspace, kind)
-        actual = current.digest if current is not None else None
-        if expected_head != actual:
-            raise HeadMoved(workspace.slug, kind, expected_head, actual)
-        try:
-            with transaction.atomic():
-                return Revision.objects.create(
-                    workspace=workspace,
-                    kind=kind,
-                    seq=0 if current is None else current.seq + 1,
-                    digest=digest,
-                    parent_digest=actual,
-                    document=document,
-                    meta=meta,
-                )
-        except IntegrityError:
-            latest = head(workspace, kind)
-            raise HeadMoved(workspace.slug, kind, expected_head, latest.digest if latest else None) from None
+    digest = hashlib.sha256(_canonical(document, "document").encode("utf-8")).hexdigest()
+    meta = dict(meta or {})
+    _canonical(meta, "meta")
+    try:
+        # One transaction (a savepoint when the caller has one): a racing writer's IntegrityError rolls back only
+        # this append, and the caller's transaction stays usable to read the new head.
+        with transaction.atomic():
+            Workspace.objects.select_for_update().filter(pk=workspace.pk).values_list("pk", flat=True).first()
+            current = head_pointer(workspace, kind)
+            actual = current[1] if current is not None else None
+            if expected_head != actual:
+                raise HeadMoved(workspace.slug, kind, expected_head, actual)
+            return Revision.objects.create(
+                workspace=workspace,
+                kind=kind,
+                seq=0 if current is None else current[0] + 1,
+                digest=digest,
+                parent_digest=actual,
+                document=document,
+                meta=meta,
+            )
+    except IntegrityError:
+        latest = head_pointer(workspace, kind)
+        raise HeadMoved(workspace.slug, kind, expected_head, latest[1] if latest else None) from None
 
 
 def get(workspace: Workspace, kind: str, digest: str) -> Revision | None:

@@ -69,11 +69,17 @@ def _clean_slug(slug: str) -> str:
 
 
 def seed_graph(
-    graph: Mapping[str, Any] | str | os.PathLike[str] | None, vocabulary: Mapping[str, list[str]]
+    graph: Graph | Mapping[str, Any] | str | os.PathLike[str] | None, vocabulary: Mapping[str, list[str]]
 ) -> tuple[Graph, str, list[Diagnostic]]:
-    """(graph, origin, warnings): the skeleton, or a hand-written refiner-shape graph through `from_human`."""
+    """(graph, origin, warnings): the skeleton, a built Graph (checked as it is), or a hand-written refiner-shape
+    graph through `from_human`."""
     if graph is None:
         return skeleton(**vocabulary), "skeleton", []
+    if isinstance(graph, Graph):
+        failures = errors_in(graph.validate(cycle_policy="allow"))
+        if failures:
+            raise GraphError(failures, "a seed graph must pass the structural checks")
+        return graph, "skeleton" if graph.is_skeleton else "onboarded", []
     loaded, warnings = Graph.from_human(graph, **vocabulary)
     return loaded, "skeleton" if loaded.is_skeleton else "onboarded", warnings
 
@@ -112,10 +118,11 @@ def workspace_create(
     title: str = "",
     task_description: str = "",
     vocabulary: Mapping[str, Any] | None = None,
-    graph: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    graph: Graph | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     transfer_from: Workspace | None = None,
     seed: bool = True,
     activate: bool = True,
+    seed_meta: Mapping[str, Any] | None = None,
 ) -> Seeded | Workspace:
     """Create a workspace; with `seed` (default) its graph chain starts with the skeleton, the hand-written `graph`,
     or the head graph of `transfer_from` (origin "transfer:<source>", source_ref; rejection memory never travels).
@@ -154,7 +161,7 @@ def workspace_create(
             )
             if not seed:
                 return workspace
-            meta = {"origin": origin, **extra, "iteration": 0}
+            meta = {"origin": origin, **extra, "iteration": 0, **dict(seed_meta or {})}
             revision = _append_seed(actor=actor, workspace=workspace, graph=loaded, meta=meta, activate=activate)
     except IntegrityError:
         raise ValueError(f"a workspace named {slug!r} exists already") from None
@@ -165,15 +172,16 @@ def graph_seed(
     *,
     actor: Actor,
     workspace: Workspace,
-    graph: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    graph: Graph | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     activate: bool = True,
+    seed_meta: Mapping[str, Any] | None = None,
 ) -> Seeded:
-    """Seed the empty graph chain of an existing workspace; HeadMoved when it already has a graph."""
+    """Seed the empty graph chain of an existing workspace; HeadMoved when it already has a graph. `seed_meta` adds
+    to (or overrides) the seed's meta, e.g. BootstrapResult.seed_meta() with origin "bootstrapped"."""
     loaded, origin, warnings = seed_graph(graph, workspace.vocabulary or default_vocabulary())
+    meta = {"origin": origin, "iteration": 0, **dict(seed_meta or {})}
     with transaction.atomic(durable=True):
-        revision = _append_seed(
-            actor=actor, workspace=workspace, graph=loaded, meta={"origin": origin, "iteration": 0}, activate=activate
-        )
+        revision = _append_seed(actor=actor, workspace=workspace, graph=loaded, meta=meta, activate=activate)
     return Seeded(workspace, revision, warnings)
 
 

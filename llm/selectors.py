@@ -122,3 +122,13 @@ def model_call_page(filters: CallFilters, page: str | int | None) -> CallPage:
     # Replies can be long: the page reads only their head (one character more, to know when to show "…").
     rows = calls.defer("response_text").annotate(reply_head=Left("response_text", REPLY_HEAD_CHARS + 1))
     return CallPage(list(rows[offset : offset + PAGE_SIZE]), number, pages, totals)
+
+
+def calls_for_subject(subject_type: str, subject_id: str) -> QuerySet[ModelCall]:
+    """The calls made for one subject (e.g. one round of an evolution run)."""
+    return ModelCall.objects.filter(subject_type=subject_type, subject_id=subject_id)
+
+
+def calls_for_subject_prefix(subject_type: str, prefix: str) -> QuerySet[ModelCall]:
+    """The calls whose subject id starts with `prefix` (e.g. every round of one evolution run: "12:")."""
+    return ModelCall.objects.filter(subject_type=subject_type, subject_id__startswith=prefix)

@@ -85,3 +85,28 @@ def as_trajectory_run(run: Run) -> TrajectoryRun:
             for step in run.steps.all()
         ),
     )
+
+
+def runs_guided_by(workspace_slug: str, *, offset: int, limit: int) -> tuple[list[Run], int]:
+    """(runs, total): the window [offset, offset+limit) of the runs a graph workspace guided, oldest first, with
+    their steps prefetched (three queries)."""
+    runs = Run.objects.filter(graph_workspace=workspace_slug).order_by("id")
+    total = runs.count()
+    if total == 0 or limit <= 0:
+        return [], total
+    return list(runs.prefetch_related("steps")[offset : offset + limit]), total
+
+
+def jobs_for_subject(subject: str):
+    """The evaluation jobs of one subject, oldest first, with their answered runs (one query)."""
+    from .models import Job
+
+    return Job.objects.filter(subject=subject).select_related("result_run").order_by("id")
+
+
+def open_job_subjects(prefix: str) -> list[str]:
+    """The subjects starting with `prefix` that still have queued or leased jobs."""
+    from .models import Job, JobStatus
+
+    rows = Job.objects.filter(subject__startswith=prefix, status__in=[JobStatus.QUEUED, JobStatus.LEASED])
+    return sorted(set(rows.values_list("subject", flat=True)))

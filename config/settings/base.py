@@ -156,6 +156,7 @@ CELERY_BEAT_SCHEDULE = {
     "settle-overdue-replays": {"task": "procedures.settle_overdue_replays", "schedule": timedelta(minutes=1)},
     "mine-new-runs": {"task": "procedures.mine_new_runs", "schedule": timedelta(minutes=10)},
     "deliver-due-webhooks": {"task": "reviews.deliver_due_webhooks", "schedule": timedelta(minutes=1)},
+    "resume-evolution-runs": {"task": "graphs.evolution_reap", "schedule": timedelta(minutes=1)},
 }
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
@@ -171,6 +172,11 @@ WAYMARK_REDACT_PATTERNS = env_list("WAYMARK_REDACT_PATTERNS")
 WAYMARK_MINE_MIN_NEW_RUNS = env_int("WAYMARK_MINE_MIN_NEW_RUNS", 10)
 WAYMARK_LIVE_REPLAY = env_bool("WAYMARK_LIVE_REPLAY", False)
 WAYMARK_LIVE_REPLAY_SECONDS = env_int("WAYMARK_LIVE_REPLAY_SECONDS", 15 * 60)
+# Graph evolution: a step's lease (renewed at every stage and model call), how long agents have to answer the
+# evaluation jobs of one evaluation, and Python evaluators an operator may pick ({"name": "dotted.path"}).
+WAYMARK_EVOLUTION_LEASE_SECONDS = env_int("WAYMARK_EVOLUTION_LEASE_SECONDS", 300)
+WAYMARK_EVALUATION_JOB_SECONDS = env_int("WAYMARK_EVALUATION_JOB_SECONDS", 15 * 60)
+WAYMARK_GRAPH_EVALUATORS: dict[str, str] = {}
 
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-6")

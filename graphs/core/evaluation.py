@@ -151,6 +151,10 @@ class Evaluation:
             object.__setattr__(self, "score", _score(self.score, "Evaluation.score"))
         object.__setattr__(self, "aggregate", dict(self.aggregate or {}))
         object.__setattr__(self, "per_task", tuple(self.per_task))
+        if isinstance(self.objective_context, Mapping):
+            from .objectives import ObjectiveContext
+
+            object.__setattr__(self, "objective_context", ObjectiveContext.from_document(self.objective_context))
 
     @classmethod
     def from_outcomes(

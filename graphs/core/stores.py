@@ -177,6 +177,10 @@ def _copied(revision: Revision) -> Revision:
 
 
 def _head_digest(revisions: RevisionStore, workspace: str, kind: str) -> str | None:
+    """The head's digest; a store may offer `head_digest` to answer without reading the document."""
+    fast = getattr(revisions, "head_digest", None)
+    if fast is not None:
+        return fast(workspace, kind)
     head = revisions.head(workspace, kind)
     return head.digest if head is not None else None
 
@@ -325,11 +329,10 @@ class RevisionTraceStore:
 
     def put(self, traces: Sequence[Trace], *, iteration: int) -> str:
         document = traces_document(list(traces), iteration)
-        head = self.revisions.head(self.workspace, self.kind)
+        expected = _head_digest(self.revisions, self.workspace, self.kind)
         digest = sha256_digest(document)
-        if head is not None and head.digest == digest:
+        if expected == digest:
             return digest
-        expected = head.digest if head is not None else None
         meta = {"iteration": iteration}
         return self.revisions.append(self.workspace, self.kind, document, expected_head=expected, meta=meta).digest
 

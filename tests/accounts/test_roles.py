@@ -10,7 +10,7 @@ from tests.factories import user_with
 
 pytestmark = pytest.mark.django_db
 
-OPEN_SCOPES = sorted(set(SCOPES) - {"reviews:judge", "procedures:mine"})
+OPEN_SCOPES = sorted(set(SCOPES) - {"reviews:judge", "procedures:mine", "evolutions:run"})
 
 
 def test_the_three_role_groups_exist_after_migrate():
@@ -39,7 +39,9 @@ def test_reviews_judge_needs_the_reviewer_role(reviewer):
 
 
 def test_procedures_mine_needs_the_operator_role():
-    assert sorted(scopes_allowed_for(user_with(Role.OPERATOR))) == sorted([*OPEN_SCOPES, "procedures:mine"])
+    assert sorted(scopes_allowed_for(user_with(Role.OPERATOR))) == sorted(
+        [*OPEN_SCOPES, "procedures:mine", "evolutions:run"]
+    )
 
 
 def test_admins_and_superusers_may_grant_every_scope(admin_user):

@@ -12,6 +12,8 @@ from accounts.services import Actor
 from graphs import services as graph_services
 from graphs.cache import clear_local
 from graphs.demo import two_hop_graph
+from graphs.evolution.demo import run_inline
+from graphs.evolution.services import evolution_start
 from procedures.models import Procedure, ReplayRun, ReplayStatus, VersionStatus
 from reviews import services
 from reviews.errors import Conflict
@@ -35,17 +37,12 @@ def _fresh_caches():
 
 
 def graph_workspace():
-    """ws: the seeded skeleton #0 active, an accepted graph #1 (with its evaluation) as the candidate."""
+    """ws: the seeded skeleton #0 active, and as the candidate the graph #1 a one-round evolution accepted (the
+    two-hop evaluator measured it: 1.0 against the skeleton's 0.5)."""
     workspace = graph_services.workspace_create(actor=SYSTEM, slug="ws", title="Ws").workspace
     head = workspace.active_revision
-    candidate = graph_services.graph_append_accepted(
-        actor=SYSTEM,
-        workspace=workspace,
-        graph=two_hop_graph(),
-        expected_head=head.digest,
-        meta={"iteration": 1, "validation_score": 0.9},
-    )
-    return workspace, head, candidate
+    run = run_inline(evolution_start(actor=SYSTEM, workspace=workspace, rounds=1, evaluator="two-hop", enqueue=False))
+    return workspace, head, run.rounds.get().graph_revision
 
 
 def approve(request, *reviewers):
@@ -221,7 +218,7 @@ def test_the_item_page_of_a_graph_revision_draws_both_graphs_and_shows_the_diff(
     )
     page = logged_in(reviewer).get(reverse("reviews:item", args=[request.pk])).content.decode()
     assert page.count('class="mermaid"') == 2 and "mermaid.min.js" in page
-    assert "diff-add" in page and "validation score 0.9" in page
+    assert "diff-add" in page and "validation 1.0000 against retained 0.5000" in page
     assert reverse("graphs:diff", args=["ws"]) in page
 
 

@@ -1,0 +1,238 @@
+#!/usr/bin/env python
+"""Graph evolution: Waymark's own time per round, as a share of the round's wall time.
+
+Each round waits on a simulated model (200 ms, as a fast real refiner call would take at least) and measures the
+candidate with a 50-task evaluator that answers at once. Everything else is Waymark's: the Celery hop of each step,
+claiming the run, loading the chains, rendering the attempts block and the rejection memory, the prompt, the gate,
+the checkpoint, trace and rejection revisions, the ledger rows and the round row. In the same process:
+
+* floor: the model's sleeps alone (nothing can be faster than waiting for the model);
+* baseline: the reference loop (`graphs.core.evolve`) in memory — no database, no broker — with the same model and
+  evaluator: the best simple version of the same rounds;
+* Waymark: a run of the same rounds through `evolution_start` on PostgreSQL, one Celery step per round on a real
+  worker (Redis broker, solo pool, in this process).
+
+Prints the wall time per round, the overhead per round (wall − model − evaluator) and its share of the wall time for
+both, and the ratio of the two walls. Creates (once) and migrates a throwaway database `waymark_bench_evolve`.
+
+    .venv/bin/python bench/evolve.py [--rounds 10] [--model-ms 200]
+(DATABASE_URL names the PostgreSQL server, default 127.0.0.1:5432; Redis on 127.0.0.1:6379)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BENCH_DATABASE = "waymark_bench_evolve"
+TASKS = 50
+MODEL_SECONDS = 0.2
+SPENT = {"model": 0.0, "evaluator": 0.0}
+
+
+def _setup_django() -> None:
+    import psycopg
+
+    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
+    parts = urlsplit(server)
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
+    os.environ["WAYMARK_TEST_DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}"))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        sys.exit("bench/evolve.py needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
+    settings.DATABASES["default"]["NAME"] = BENCH_DATABASE
+    call_command("migrate", verbosity=0)
+
+
+class SlowModel:
+    """A refiner that thinks for MODEL_SECONDS, then revises one edge's guidance (a new, valid candidate)."""
+
+    provider = "scripted"
+    model_id = "bench-slow"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, request):
+        from llm.core import ModelResponse, Usage
+
+        started = time.perf_counter()
+        time.sleep(MODEL_SECONDS)
+        SPENT["model"] += time.perf_counter() - started
+        self.calls += 1
+        marker = f"{time.time_ns()}"
+        reply = {
+            "add_nodes": [],
+            "delete_nodes": [],
+            "delete_edges": [{"source": "search", "target": "read"}],
+            "add_edges": [
+                {
+                    "source": "search",
+                    "target": "read",
+                    "relation": "LEADS_TO",
+                    "condition": "search returned at least one document",
+                    "guidance": f"Read the top hit before answering (revision {marker}).",
+                    "pitfalls": None,
+                }
+            ],
+        }
+        return ModelResponse(text=json.dumps(reply), usage=Usage(input_tokens=3000, output_tokens=120))
+
+
+class FiftyTasks:
+    """Answers at once: 50 task outcomes, and 50 traces of a few steps each for the refiner."""
+
+    available_tools = ("search", "read", "answer")
+
+    def evaluate(self, ref, graph, *, iteration, purpose):
+        from graphs.core.evaluation import Evaluation, TaskOutcome
+
+        started = time.perf_counter()
+        outcomes = [TaskOutcome(f"t{i}", 1.0 if i % 5 else 0.0, bool(i % 5)) for i in range(TASKS)]
+        evaluation = Evaluation.from_outcomes(ref, outcomes, {"purpose": purpose, "iteration": iteration})
+        SPENT["evaluator"] += time.perf_counter() - started
+        return evaluation
+
+    def collect(self, graph, *, graph_ref, iteration):
+        from graphs.core.evaluation import TaskOutcome, Trace
+        from graphs.core.guide import Step
+
+        started = time.perf_counter()
+        steps = (Step("search", {"q": "who"}, "2 hits"), Step("read", {"title": "A"}, "a fact"), Step("answer", "x"))
+        traces = [
+            Trace(
+                f"it{iteration}-{i}",
+                TaskOutcome(f"t{i}", 1.0 if i % 5 else 0.0, bool(i % 5)),
+                steps=steps,
+                graph_ref=graph_ref,
+                nodes_visited=("Start", "search", "read", "answer"),
+            )
+            for i in range(TASKS)
+        ]
+        SPENT["evaluator"] += time.perf_counter() - started
+        return traces
+
+
+def _reset() -> None:
+    SPENT.update(model=0.0, evaluator=0.0)
+
+
+def baseline(rounds: int) -> tuple[float, dict]:
+    from graphs.core.budget import HookedModel, Meter
+    from graphs.core.evolve import EvolveConfig, evolve
+    from graphs.core.stores import (
+        MemoryRevisionStore,
+        RevisionCheckpointStore,
+        RevisionGraphStore,
+        RevisionRejectionStore,
+        RevisionTraceStore,
+    )
+    from graphs.demo import two_hop_graph
+
+    _reset()
+    store = MemoryRevisionStore()
+    environment = FiftyTasks()
+    started = time.perf_counter()
+    evolve(
+        config=EvolveConfig(max_rounds=rounds, workspace="bench", cycle_policy="allow"),
+        model=HookedModel(SlowModel(), Meter()),
+        graph_store=RevisionGraphStore(store, "bench"),
+        rejection_store=RevisionRejectionStore(store, "bench"),
+        trace_source=environment,
+        evaluator=environment,
+        trace_store=RevisionTraceStore(store, "bench"),
+        checkpoint_store=RevisionCheckpointStore(store, "bench"),
+        initial_graph=two_hop_graph(),
+        available_tools=list(FiftyTasks.available_tools),
+    )
+    return time.perf_counter() - started, dict(SPENT)
+
+
+def waymark(rounds: int) -> tuple[float, dict, str]:
+    from celery.contrib.testing.worker import start_worker
+    from django.conf import settings
+
+    from accounts.services import Actor
+    from config.celery import app
+    from graphs.demo import TWO_HOP_GRAPH
+    from graphs.evolution import services
+    from graphs.models import EvolutionRun, Workspace
+    from graphs.services import workspace_create
+
+    settings.WAYMARK_GRAPH_EVALUATORS = {"fifty": "__main__.FiftyTasks"}
+    services.get_chat_model = SlowModel
+    app.conf.update(broker_url="redis://127.0.0.1:6379/11", task_always_eager=False)
+    app._pool = None
+    app.amqp._producer_pool = None
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge("celery")
+    slug = f"bench-{time.time_ns()}"
+    workspace = workspace_create(actor=Actor.system(), slug=slug, graph=TWO_HOP_GRAPH).workspace
+    workspace = Workspace.objects.get(pk=workspace.pk)
+    with start_worker(app, perform_ping_check=False, pool="solo", shutdown_timeout=20):
+        _reset()
+        started = time.perf_counter()
+        run = services.evolution_start(
+            actor=Actor.system(),
+            workspace=workspace,
+            rounds=rounds,
+            evaluator="fifty",
+            config={"cycle_policy": "allow"},
+        )
+        while not EvolutionRun.objects.get(pk=run.pk).is_finished:
+            time.sleep(0.002)
+        wall = time.perf_counter() - started
+    run.refresh_from_db()
+    return wall, dict(SPENT), f"{run.status} after {run.rounds_done} rounds ({run.stopped_reason})"
+
+
+def _line(name: str, wall: float, spent: dict, rounds: int) -> float:
+    overhead = max(0.0, wall - spent["model"] - spent["evaluator"])
+    print(
+        f"{name:<9} {wall / rounds * 1000:8.1f} ms/round   model {spent['model'] / rounds * 1000:6.1f} ms   "
+        f"evaluator {spent['evaluator'] / rounds * 1000:5.1f} ms   own {overhead / rounds * 1000:6.1f} ms "
+        f"= {overhead / wall:6.2%} of the wall"
+    )
+    return overhead / wall
+
+
+def main() -> None:
+    global MODEL_SECONDS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--model-ms", type=int, default=200)
+    args = parser.parse_args()
+    MODEL_SECONDS = args.model_ms / 1000
+    _setup_django()
+    rounds = args.rounds
+    print(f"{rounds} rounds, simulated model {args.model_ms} ms, {TASKS}-task evaluator answering at once")
+    print(f"floor     {MODEL_SECONDS * 1000:8.1f} ms/round   (the model's wait alone)")
+    base_wall, base_spent = baseline(rounds)
+    _line("baseline", base_wall, base_spent, rounds + 0)
+    wall, spent, status = waymark(rounds)
+    share = _line("Waymark", wall, spent, rounds)
+    print(f"Waymark run: {status}")
+    print(
+        f"figure: Waymark's own time {share:.2%} of each round's wall time (aim <= 2%); "
+        f"wall ratio Waymark / baseline {wall / base_wall:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,558 @@
+"""Every write of an evolution run: start, one step, cancel, reap.
+
+A run advances one Celery step at a time. The first step takes the baseline (the reference loop with max_rounds=0);
+each later step runs exactly one round (max_rounds=1, the retained evaluation passed as the baseline). Everything a
+round writes goes to the workspace's revision chains through the reference stores, checkpoints included, so a step
+that dies anywhere is finished by the next one: it resumes the round from its checkpoint with no second evaluation
+and no second accept. A step holds the run's lease (heartbeat at every stage and model call); a redelivered message
+or the reaper re-enqueues a run whose lease ran out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+
+from accounts.services import Actor, audit_record
+from graphs.core.budget import Budget, HookedModel, Hooks, Meter
+from graphs.core.evaluation import Evaluation, EvaluationPending
+from graphs.core.evolve import EvolveConfig, evolve
+from graphs.core.gates import ObjectiveGate, PairedGate, StrictImprovementGate, TieAcceptingGate
+from graphs.core.objectives import ObjectiveContext, ObjectiveSpec
+from graphs.core.stores import HeadMoved, RevisionTraceStore
+from llm.core import ScriptedChatModel
+from llm.factory import get_chat_model, model_is_scripted
+from llm.recording import RecordedChatModel
+from llm.selectors import calls_for_subject_prefix
+
+from ..models import EvolutionRound, EvolutionRun, Workspace
+from .sources import TWO_HOP, build_sources, check_evaluator
+from .stores import ROUND_SUBJECT, DbCheckpointStore, DbRevisionStore, RunGraphStore, RunRejectionStore, round_subject
+
+log = logging.getLogger(__name__)
+
+Status = EvolutionRun.Status
+REJECTIONS = "rejections"
+OPEN = (Status.QUEUED, Status.RUNNING, Status.WAITING)
+MAX_ROUNDS = 50
+MAX_CRASHES = 5
+GATE_KINDS = ("tie", "strict", "paired", "objective")
+HOST_KEYS = ("stride", "validation_tasks", "script")
+CONFIG_KEYS = {
+    "task_description": str,
+    "max_rejected_streak": int,
+    "cycle_policy": str,
+    "role_retries": int,
+    "stale_trace_policy": str,
+    "failing_sample": int,
+    "passing_sample": int,
+    "success_threshold": float,
+    "seed": int,
+    "stride": int,
+    "refiner_context_cap": int,
+}
+
+
+class EvolutionRefused(ValueError):
+    """A run cannot be started or changed as asked; the message says why. Nothing was written."""
+
+
+class RunCancelled(Exception):
+    """Raised from a stage hook when an operator asked the run to stop."""
+
+
+class LeaseLost(Exception):
+    """Another worker took this run over (our lease ran out): stop without writing the run's state."""
+
+
+def lease_seconds() -> int:
+    return int(getattr(settings, "WAYMARK_EVOLUTION_LEASE_SECONDS", 300))
+
+
+# -- start ------------------------------------------------------------------------------------------------------------
+
+
+def _clean_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(CONFIG_KEYS) - {"validation_tasks"})
+    if unknown:
+        raise EvolutionRefused(f"unknown evolution settings: {', '.join(unknown)}")
+    clean: dict[str, Any] = {}
+    for key, kind in CONFIG_KEYS.items():
+        value = config.get(key)
+        if value is None or value == "":
+            continue
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise EvolutionRefused(f"{key} must be a {kind.__name__}")
+        clean[key] = value
+    if "validation_tasks" in config:
+        clean["validation_tasks"] = config["validation_tasks"]
+    return clean
+
+
+def build_gate(spec: Mapping[str, Any]):
+    """The gate a run's stored gate document names (ValueError for a bad one)."""
+    kind = spec.get("kind", "tie")
+    params = {key: value for key, value in spec.items() if key not in ("kind", "objective", "context")}
+    if kind == "tie":
+        return TieAcceptingGate(**params)
+    if kind == "strict":
+        return StrictImprovementGate(**params)
+    if kind == "paired":
+        return PairedGate(**params)
+    if kind == "objective":
+        objective = ObjectiveSpec.from_document(spec["objective"])
+        context = ObjectiveContext.from_document(spec["context"])
+        return ObjectiveGate(objective, context)
+    raise ValueError(f"unknown gate {kind!r}; choose one of {', '.join(GATE_KINDS)}")
+
+
+def _config_for(run: EvolutionRun, *, max_rounds: int) -> EvolveConfig:
+    values = {key: value for key, value in run.config.items() if key not in HOST_KEYS}
+    values.setdefault("task_description", run.workspace.task_description or "tasks in this workspace")
+    if run.evaluator == TWO_HOP:
+        values.setdefault("cycle_policy", "allow")
+        values.setdefault("role_retries", 0)
+    objective = {}
+    if run.gate.get("kind") == "objective":
+        objective = {
+            "objective": ObjectiveSpec.from_document(run.gate["objective"]),
+            "objective_context": ObjectiveContext.from_document(run.gate["context"]),
+        }
+    return EvolveConfig(
+        **values,
+        **objective,
+        max_rounds=max_rounds,
+        workspace=run.workspace.slug,
+        budget=Budget.from_document(run.budget or {}),
+    )
+
+
+def _validation_tasks(workspace: Workspace, limit: int = 20) -> list[dict[str, str]]:
+    from trajectories.selectors import runs_guided_by
+
+    runs, _ = runs_guided_by(workspace.slug, offset=0, limit=1000)
+    tasks: dict[str, dict[str, str]] = {}
+    for run in reversed(runs):
+        if run.task and run.task not in tasks:
+            tasks[run.task] = {"task_id": run.external_id or f"run-{run.pk}", "task": run.task}
+        if len(tasks) >= limit:
+            break
+    return list(tasks.values())
+
+
+def evolution_start(
+    *,
+    actor: Actor,
+    workspace: Workspace,
+    rounds: int,
+    evaluator: str,
+    gate: Mapping[str, Any] | None = None,
+    budget: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+    script: list[str] | None = None,
+    enqueue: bool = True,
+) -> EvolutionRun:
+    """Queue a run of `rounds` rounds; its first step is enqueued on commit. EvolutionRefused says why not.
+
+    `script` (seeding and tests only): scripted refiner replies, reply i for the run's round i, used when no model
+    key is set. `enqueue=False` leaves the steps to the caller (seed_demo runs them in process)."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
+        raise EvolutionRefused(f"rounds must be a whole number from 1 to {MAX_ROUNDS}")
+    try:
+        check_evaluator(evaluator)
+        gate = dict(gate or {"kind": "tie"})
+        build_gate(gate)
+        budget_doc = Budget.from_document(dict(budget or {})).to_document()
+    except (ValueError, TypeError, KeyError) as error:
+        raise EvolutionRefused(str(error)) from None
+    clean = _clean_config(config)
+    if script is not None:
+        clean["script"] = [str(reply) for reply in script]
+    if evaluator == "agents" and "validation_tasks" not in clean:
+        clean["validation_tasks"] = _validation_tasks(workspace)
+        if not clean["validation_tasks"]:
+            raise EvolutionRefused("the agents evaluator needs tasks: no stored run of this workspace has a task")
+    run = EvolutionRun(
+        workspace=workspace,
+        config=clean,
+        gate=gate,
+        budget=budget_doc,
+        evaluator=evaluator,
+        rounds_planned=rounds,
+        started_by=actor.user,
+    )
+    try:
+        _config_for(run, max_rounds=rounds)
+    except (ValueError, TypeError) as error:
+        raise EvolutionRefused(str(error)) from None
+    try:
+        with transaction.atomic(durable=True):
+            run.save()
+            audit_record(
+                actor=actor,
+                verb="evolution.start",
+                target=run,
+                after={"workspace": workspace.slug, "rounds": rounds, "evaluator": evaluator, "gate": gate["kind"]},
+            )
+            if enqueue:
+                _enqueue_on_commit(run.pk)
+    except IntegrityError:
+        raise EvolutionRefused(
+            f"workspace {workspace.slug!r} has a run in progress; wait for it or cancel it"
+        ) from None
+    return run
+
+
+def _enqueue_on_commit(run_id: int, countdown: float | None = None) -> None:
+    def send() -> None:
+        from graphs.tasks import evolution_step
+
+        if countdown:
+            evolution_step.apply_async((run_id,), countdown=countdown)
+        else:
+            evolution_step.delay(run_id)
+
+    transaction.on_commit(send)
+
+
+# -- cancel -----------------------------------------------------------------------------------------------------------
+
+
+def evolution_cancel(*, actor: Actor, run: EvolutionRun) -> EvolutionRun:
+    """Stop a run between stages: queued or waiting runs stop now, a running step stops at its next stage."""
+    from trajectories.job_services import jobs_expire
+
+    with transaction.atomic(durable=True):
+        locked = EvolutionRun.objects.select_for_update().get(pk=run.pk)
+        if locked.is_finished:
+            raise EvolutionRefused(f"run {locked.pk} has ended already ({locked.status})")
+        before = {"status": locked.status}
+        if locked.status == Status.RUNNING and locked.lease_expires_at and locked.lease_expires_at > timezone.now():
+            locked.cancel_requested = True
+            locked.save(update_fields=["cancel_requested"])
+        else:
+            _finish_fields(locked, Status.CANCELLED, "cancelled")
+            locked.save()
+            _expire_jobs(locked.pk, jobs_expire)
+        audit_record(
+            actor=actor, verb="evolution.cancel", target=locked, before=before, after={"status": locked.status}
+        )
+    return locked
+
+
+def _expire_jobs(run_id: int, jobs_expire) -> None:
+    from trajectories.selectors import open_job_subjects
+
+    from .jobs import SUBJECT_PREFIX
+
+    for subject in open_job_subjects(f"{SUBJECT_PREFIX}{run_id}:"):
+        jobs_expire(subject=subject)
+
+
+def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "") -> None:
+    run.status = status
+    run.stopped_reason = reason[:40]
+    run.error = error[:4000]
+    run.stage = ""
+    run.lease_owner = ""
+    run.lease_expires_at = None
+    run.finished_at = timezone.now()
+    run.updated_at = run.finished_at
+
+
+# -- one step ---------------------------------------------------------------------------------------------------------
+
+
+def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
+    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    taken = EvolutionRun.objects.filter(free, pk=run_id, status__in=OPEN).update(
+        status=Status.RUNNING,
+        lease_owner=worker[:200],
+        lease_expires_at=now + timedelta(seconds=lease_seconds()),
+        attempts=F("attempts") + 1,
+        updated_at=now,
+    )
+    if not taken:
+        return None
+    return EvolutionRun.objects.select_related("workspace").get(pk=run_id)
+
+
+def lease_wait(run_id: int) -> float | None:
+    """Seconds until the lease of an open run runs out (None: the run is finished or free)."""
+    row = EvolutionRun.objects.filter(pk=run_id, status__in=OPEN).values_list("lease_expires_at", flat=True).first()
+    if row is None:
+        return None
+    return max(0.0, (row - timezone.now()).total_seconds())
+
+
+def _update_owned(run: EvolutionRun, worker: str, **fields: Any) -> None:
+    """Write fields of a run we hold; LeaseLost when another worker took it over meanwhile."""
+    fields.setdefault("updated_at", timezone.now())
+    if not EvolutionRun.objects.filter(pk=run.pk, lease_owner=worker, status=Status.RUNNING).update(**fields):
+        raise LeaseLost(f"run {run.pk} is no longer held by {worker}")
+    for key, value in fields.items():
+        setattr(run, key, value)
+
+
+class RunHooks(Hooks):
+    """Stage hooks of one step: the run shows its stage, the lease is renewed, a cancel request stops the step, and
+    the round's model calls are filed under the round in the ledger."""
+
+    def __init__(self, run: EvolutionRun, worker: str, recorded: RecordedChatModel) -> None:
+        self.run = run
+        self.worker = worker
+        self.recorded = recorded
+        self.warnings: list[str] = []
+
+    def _heartbeat(self, stage: str | None = None) -> None:
+        """Renew the lease (and show the stage) in one update that also answers whether to stop."""
+        now = timezone.now()
+        fields: dict[str, Any] = {"lease_expires_at": now + timedelta(seconds=lease_seconds()), "updated_at": now}
+        if stage is not None:
+            fields["stage"] = stage
+        held = EvolutionRun.objects.filter(pk=self.run.pk, lease_owner=self.worker, status=Status.RUNNING)
+        if held.filter(cancel_requested=False).update(**fields):
+            return
+        if held.exists():
+            raise RunCancelled(f"cancelled before {stage or 'the next call'}")
+        raise LeaseLost(f"run {self.run.pk} is no longer held by {self.worker}")
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self._heartbeat(name)
+        _, _, number = name.partition(":")
+        if number.isdigit():
+            self.recorded.subject = round_subject(self.run.pk, int(number))
+        yield
+
+    def on_model_call(self, role, request, response) -> None:
+        self._heartbeat()
+
+    def on_warning(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def _model_for(run: EvolutionRun, iteration: int) -> RecordedChatModel:
+    """The configured model; with no API key the two-hop environment gets spec §10's scripted refiner replies (reply
+    k for round k, whatever process runs the round) and other workspaces the demo model."""
+    script = run.config.get("script")
+    if model_is_scripted() and (script or run.evaluator == TWO_HOP):
+        from graphs.core.twohop import SCRIPTED_REPLIES
+        from llm.demo import DEMO_REPLIES
+
+        if script:
+            index = iteration - (run.first_iteration or iteration)
+        else:
+            script, index = SCRIPTED_REPLIES, iteration - 1
+        reply = script[index] if 0 <= index < len(script) else DEMO_REPLIES["refiner"][0]
+        inner = ScriptedChatModel([reply], cycle=True, model_id="scripted-two-hop")
+    else:
+        inner = get_chat_model()
+    return RecordedChatModel(inner, subject=round_subject(run.pk, iteration))
+
+
+def _ledger_usage(run_id: int) -> dict[str, Any]:
+    """The run's model calls, output tokens and cost as the ledger holds them (one query)."""
+    totals = calls_for_subject_prefix(ROUND_SUBJECT, f"{run_id}:").aggregate(
+        calls=Count("id"), output=Sum("output_tokens"), cost=Sum("cost")
+    )
+    return {
+        "model_calls": totals["calls"],
+        "output_tokens": totals["output"] or 0,
+        "cost": totals["cost"] or Decimal(0),
+    }
+
+
+@dataclass(frozen=True)
+class StepResult:
+    run: EvolutionRun
+    next_step: bool
+
+
+def evolution_step(*, run_id: int, worker: str, now: datetime | None = None) -> StepResult | None:
+    """Advance the run by one step if it is free; None when another worker holds it or it has ended."""
+    run = _claim(run_id, worker, now or timezone.now())
+    if run is None:
+        return None
+    if run.attempts > MAX_CRASHES:
+        return StepResult(
+            _end(run, worker, Status.FAILED, "crashed", "the step died repeatedly; see the worker logs"), False
+        )
+    if run.cancel_requested:
+        return StepResult(_end(run, worker, Status.CANCELLED, "cancelled"), False)
+    try:
+        return _advance(run, worker)
+    except LeaseLost:
+        log.warning("evolution run %s: lease lost, another worker goes on", run_id)
+        return None
+    except RunCancelled:
+        return StepResult(_end(run, worker, Status.CANCELLED, "cancelled"), False)
+    except EvaluationPending as pending:
+        _update_owned(
+            run,
+            worker,
+            status=Status.WAITING,
+            stage=f"waiting: {pending}"[:40],
+            lease_owner="",
+            lease_expires_at=None,
+            attempts=0,
+        )
+        return StepResult(run, False)
+    except HeadMoved as moved:
+        return StepResult(_end(run, worker, Status.FAILED, "head_moved", str(moved)), False)
+    except (OSError, *_transient()) as error:  # transient (model timeouts too): Celery retries with backoff
+        _release(run, worker, f"{type(error).__name__}: {error}")
+        raise
+    except Exception as error:  # an evaluator or model that failed for good: recorded, nothing half-written
+        log.exception("evolution run %s failed", run_id)
+        return StepResult(_end(run, worker, Status.FAILED, "error", f"{type(error).__name__}: {error}"), False)
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    from config.celery import TRANSIENT_ERRORS
+
+    return tuple(error for error in TRANSIENT_ERRORS if error is not OSError)
+
+
+def _release(run: EvolutionRun, worker: str, error: str) -> None:
+    EvolutionRun.objects.filter(pk=run.pk, lease_owner=worker).update(
+        lease_owner="", lease_expires_at=None, error=error[:4000], stage=""
+    )
+
+
+def _end(run: EvolutionRun, worker: str, status: str, reason: str, error: str = "") -> EvolutionRun:
+    from trajectories.job_services import jobs_expire
+
+    with transaction.atomic(durable=True):
+        locked = EvolutionRun.objects.select_for_update().get(pk=run.pk)
+        if locked.lease_owner != worker or locked.is_finished:
+            return locked
+        before = {"status": locked.status}
+        _finish_fields(locked, status, reason, error)
+        locked.cost = _ledger_usage(locked.pk)["cost"]
+        locked.save()
+        _expire_jobs(locked.pk, jobs_expire)
+        audit_record(
+            actor=Actor.system(),
+            verb="evolution.finish",
+            target=locked,
+            before=before,
+            after={"status": status, "stopped_reason": reason, "error": error[:500]},
+        )
+    return locked
+
+
+def _rejected_streak(run: EvolutionRun) -> int:
+    streak = 0
+    for outcome in EvolutionRound.objects.filter(run=run).order_by("-iteration").values_list("outcome", flat=True):
+        if outcome == "accepted":
+            break
+        streak += 1
+    return streak
+
+
+def _next_iteration(workspace: Workspace) -> int:
+    """The round the workspace's next step runs: one past the last recorded (the rejection head's meta)."""
+    from .. import revisions
+
+    meta = revisions.head_meta(workspace, REJECTIONS)
+    return int((meta or {}).get("iteration") or 0) + 1
+
+
+def _advance(run: EvolutionRun, worker: str) -> StepResult:
+    workspace = run.workspace
+    store = DbRevisionStore()
+    rejection_store = RunRejectionStore(store, workspace.slug, run=run)
+    iteration = _next_iteration(workspace)
+    taking_baseline = run.best is None
+    recorded = _model_for(run, iteration)
+    hooks = RunHooks(run, worker, recorded)
+    usage = _ledger_usage(run.pk)
+    meter_used = {**(run.meter or {}), "model_calls": usage["model_calls"], "output_tokens": usage["output_tokens"]}
+    budget = Budget.from_document(run.budget or {})
+    meter = Meter(budget, used=meter_used)
+    sources = build_sources(workspace=workspace, evaluator=run.evaluator, run_id=run.pk, config=run.config)
+    _update_owned(
+        run,
+        worker,
+        stage="baseline" if taking_baseline else f"round {iteration}",
+        started_at=run.started_at or timezone.now(),
+    )
+    report = evolve(
+        config=_config_for(run, max_rounds=0 if taking_baseline else 1),
+        model=HookedModel(recorded, meter, hooks),
+        graph_store=RunGraphStore(store, workspace.slug, run=run),
+        rejection_store=rejection_store,
+        trace_source=sources.trace_source,
+        evaluator=sources.evaluator,
+        gate=build_gate(run.gate),
+        trace_store=RevisionTraceStore(store, workspace.slug),
+        checkpoint_store=DbCheckpointStore(store, workspace.slug),
+        hooks=hooks,
+        baseline=None if taking_baseline else Evaluation.from_document(run.best),
+        available_tools=list(sources.available_tools) if sources.available_tools else None,
+    )
+    return _settle(run, worker, report, meter, hooks, first_iteration=iteration)
+
+
+def _settle(
+    run: EvolutionRun, worker: str, report, meter: Meter, hooks: RunHooks, *, first_iteration: int
+) -> StepResult:
+    rounds_done = EvolutionRound.objects.filter(run=run).count()
+    usage = _ledger_usage(run.pk)
+    fields: dict[str, Any] = {
+        "meter": meter.to_dict(),
+        "rounds_done": rounds_done,
+        "cost": usage["cost"],
+        "warnings": (list(run.warnings) + list(report.warnings))[-50:],
+        "stage": "",
+        "attempts": 0,
+        "error": "",
+    }
+    if report.best is not None:
+        fields["best"] = report.best.to_document()
+        if run.baseline is None:
+            fields["baseline"] = report.best.to_document()
+            fields["first_iteration"] = first_iteration
+    _update_owned(run, worker, **fields)
+    reason = report.stopped_reason
+    if reason == "budget_exhausted":
+        return StepResult(_end(run, worker, Status.BUDGET_EXHAUSTED, reason), False)
+    if reason in ("perfect", "gate_stop"):
+        return StepResult(_end(run, worker, Status.SUCCEEDED, reason), False)
+    streak_limit = run.config.get("max_rejected_streak")
+    if streak_limit and _rejected_streak(run) >= streak_limit:
+        return StepResult(_end(run, worker, Status.SUCCEEDED, "rejected_streak"), False)
+    if rounds_done >= run.rounds_planned:
+        return StepResult(_end(run, worker, Status.SUCCEEDED, "max_rounds"), False)
+    with transaction.atomic(durable=True):
+        if EvolutionRun.objects.filter(pk=run.pk, lease_owner=worker).update(lease_owner="", lease_expires_at=None):
+            _enqueue_on_commit(run.pk)
+    return StepResult(run, True)
+
+
+# -- the reaper and job answers ---------------------------------------------------------------------------------------
+
+
+def evolution_runs_to_resume(now: datetime | None = None) -> list[int]:
+    """Open runs nobody holds: a running run whose lease ran out (its worker died), a queued run whose message was
+    lost (queued for over a minute with no lease). Celery beat re-enqueues their step."""
+    now = now or timezone.now()
+    lapsed = Q(status=Status.RUNNING, lease_expires_at__lt=now) | Q(
+        status=Status.RUNNING, lease_expires_at__isnull=True
+    )
+    lost = Q(status=Status.QUEUED, created_at__lt=now - timedelta(minutes=1), lease_expires_at__isnull=True)
+    return list(EvolutionRun.objects.filter(lapsed | lost).values_list("pk", flat=True)[:100])
