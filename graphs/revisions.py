@@ -1,8 +1,9 @@
 """The reference RevisionStore (spec §8) as functions over `Revision`: head, append, get, list.
 
 One append-only chain per (workspace, kind). `append` states the head it expects; a stale expectation raises
-`HeadMoved`. The workspace row is locked for the append, and the unique (workspace, kind, seq) constraint is the last
-line of defence: a racing writer that slips past the lock still gets HeadMoved, so a chain can never fork.
+`HeadMoved`. The unique (workspace, kind, seq) constraint settles races: of two writers appending after the same head,
+the second waits for the first to commit and then fails the constraint, which is reported as HeadMoved, so a chain
+can never fork (and writers of different chains never wait for each other).
 """
 
 from __future__ import annotations
@@ -75,7 +76,6 @@ def append(
         # One transaction (a savepoint when the caller has one): a racing writer's IntegrityError rolls back only
         # this append, and the caller's transaction stays usable to read the new head.
         with transaction.atomic():
-            Workspace.objects.select_for_update().filter(pk=workspace.pk).values_list("pk", flat=True).first()
             current = head_pointer(workspace, kind)
             actual = current[1] if current is not None else None
             if expected_head != actual:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -46,6 +47,7 @@ REJECTIONS = "rejections"
 OPEN = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 MAX_ROUNDS = 50
 MAX_CRASHES = 5
+HEARTBEAT_SECONDS = 1.0
 GATE_KINDS = ("tie", "strict", "paired", "objective")
 HOST_KEYS = ("stride", "validation_tasks", "script")
 CONFIG_KEYS = {
@@ -316,11 +318,17 @@ class RunHooks(Hooks):
         self.worker = worker
         self.recorded = recorded
         self.warnings: list[str] = []
+        self.last_beat = time.monotonic()  # the claim just set the lease
 
     def _heartbeat(self, stage: str | None = None) -> None:
-        """Renew the lease (and show the stage) in one update that also answers whether to stop."""
-        now = timezone.now()
-        fields: dict[str, Any] = {"lease_expires_at": now + timedelta(seconds=lease_seconds()), "updated_at": now}
+        """Renew the lease, show the stage and learn whether to stop, in one update; at most once a second (a
+        cancel request is seen at the next stage after that), since a round's stages can follow each other fast."""
+        now = time.monotonic()
+        if now - self.last_beat < HEARTBEAT_SECONDS:
+            return
+        self.last_beat = now
+        fields: dict[str, Any] = {"lease_expires_at": timezone.now() + timedelta(seconds=lease_seconds())}
+        fields["updated_at"] = timezone.now()
         if stage is not None:
             fields["stage"] = stage
         held = EvolutionRun.objects.filter(pk=self.run.pk, lease_owner=self.worker, status=Status.RUNNING)
@@ -474,7 +482,7 @@ def _next_iteration(workspace: Workspace) -> int:
 
 def _advance(run: EvolutionRun, worker: str) -> StepResult:
     workspace = run.workspace
-    store = DbRevisionStore()
+    store = DbRevisionStore(workspace)
     rejection_store = RunRejectionStore(store, workspace.slug, run=run)
     iteration = _next_iteration(workspace)
     taking_baseline = run.best is None
@@ -511,12 +519,12 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
 def _settle(
     run: EvolutionRun, worker: str, report, meter: Meter, hooks: RunHooks, *, first_iteration: int
 ) -> StepResult:
+    """Record what the step did on the run, then end the run or hand it to its next step (one transaction)."""
     rounds_done = EvolutionRound.objects.filter(run=run).count()
-    usage = _ledger_usage(run.pk)
     fields: dict[str, Any] = {
         "meter": meter.to_dict(),
         "rounds_done": rounds_done,
-        "cost": usage["cost"],
+        "cost": _ledger_usage(run.pk)["cost"],
         "warnings": (list(run.warnings) + list(report.warnings))[-50:],
         "stage": "",
         "attempts": 0,
@@ -527,21 +535,28 @@ def _settle(
         if run.baseline is None:
             fields["baseline"] = report.best.to_document()
             fields["first_iteration"] = first_iteration
-    _update_owned(run, worker, **fields)
-    reason = report.stopped_reason
+    ending = _ending(run, report.stopped_reason, rounds_done)
+    if ending is not None:
+        _update_owned(run, worker, **fields)
+        return StepResult(_end(run, worker, *ending), False)
+    with transaction.atomic(durable=True):
+        _update_owned(run, worker, lease_owner="", lease_expires_at=None, **fields)
+        _enqueue_on_commit(run.pk)
+    return StepResult(run, True)
+
+
+def _ending(run: EvolutionRun, reason: str, rounds_done: int) -> tuple[str, str] | None:
+    """(status, stopped reason) when the run ends after this step, else None."""
     if reason == "budget_exhausted":
-        return StepResult(_end(run, worker, Status.BUDGET_EXHAUSTED, reason), False)
+        return Status.BUDGET_EXHAUSTED, reason
     if reason in ("perfect", "gate_stop"):
-        return StepResult(_end(run, worker, Status.SUCCEEDED, reason), False)
+        return Status.SUCCEEDED, reason
     streak_limit = run.config.get("max_rejected_streak")
     if streak_limit and _rejected_streak(run) >= streak_limit:
-        return StepResult(_end(run, worker, Status.SUCCEEDED, "rejected_streak"), False)
+        return Status.SUCCEEDED, "rejected_streak"
     if rounds_done >= run.rounds_planned:
-        return StepResult(_end(run, worker, Status.SUCCEEDED, "max_rounds"), False)
-    with transaction.atomic(durable=True):
-        if EvolutionRun.objects.filter(pk=run.pk, lease_owner=worker).update(lease_owner="", lease_expires_at=None):
-            _enqueue_on_commit(run.pk)
-    return StepResult(run, True)
+        return Status.SUCCEEDED, "max_rounds"
+    return None
 
 
 # -- the reaper and job answers ---------------------------------------------------------------------------------------

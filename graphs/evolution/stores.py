@@ -59,8 +59,9 @@ def _value(row: RevisionRow, slug: str) -> Revision:
 class DbRevisionStore:
     """RevisionStore over the Revision table; workspaces are named by slug and must exist."""
 
-    def __init__(self) -> None:
-        self._workspaces: dict[str, Workspace] = {}
+    def __init__(self, *known: Workspace) -> None:
+        self._workspaces: dict[str, Workspace] = {workspace.slug: workspace for workspace in known}
+        self.appended: dict[str, RevisionRow] = {}  # the last row appended per digest, to save a lookup
 
     def workspace(self, slug: str) -> Workspace:
         if slug not in self._workspaces:
@@ -75,7 +76,15 @@ class DbRevisionStore:
         self, workspace: str, kind: str, document: Any, *, expected_head: str | None, meta: Mapping | None = None
     ) -> Revision:
         row = revisions.append(self.workspace(workspace), kind, document, expected_head=expected_head, meta=meta)
+        self.appended = {row.digest: row}
         return _value(row, workspace)
+
+    def row(self, workspace: str, kind: str, digest: str) -> RevisionRow | None:
+        """The stored row of a revision, without a query when this store just appended it."""
+        row = self.appended.get(digest)
+        if row is not None and row.kind == kind:
+            return row
+        return revisions.get(self.workspace(workspace), kind, digest)
 
     def head_digest(self, workspace: str, kind: str) -> str | None:
         pointer = revisions.head_pointer(self.workspace(workspace), kind)
@@ -156,8 +165,12 @@ class RunRejectionStore(RevisionRejectionStore):
         with transaction.atomic():
             ref = super().save(memory, expected_ref=expected_ref, iteration=iteration)
             workspace = self.store.workspace(self.workspace)
-            row = revisions.get(workspace, REJECTIONS, ref)
-            record_round(run=self.run, workspace=workspace, entry=memory.entries[-1], rejections_revision=row)
+            record_round(
+                run=self.run,
+                workspace=workspace,
+                entry=memory.entries[-1],
+                rejections_revision=self.store.row(self.workspace, REJECTIONS, ref),
+            )
             # Progress: the count of steps that died in a row starts again.
             EvolutionRun.objects.filter(pk=self.run.pk).update(attempts=0)
         return ref
