@@ -223,8 +223,9 @@ def main() -> None:
     rounds = args.rounds
     print(f"{rounds} rounds, simulated model {args.model_ms} ms, {TASKS}-task evaluator answering at once")
     print(f"floor     {MODEL_SECONDS * 1000:8.1f} ms/round   (the model's wait alone)")
+    baseline(2)  # warm up: imports, numpy, first-call caches
     base_wall, base_spent = baseline(rounds)
-    _line("baseline", base_wall, base_spent, rounds + 0)
+    _line("baseline", base_wall, base_spent, rounds)
     wall, spent, status = waymark(rounds)
     share = _line("Waymark", wall, spent, rounds)
     print(f"Waymark run: {status}")

@@ -37,7 +37,7 @@ from llm.recording import RecordedChatModel
 from llm.selectors import calls_for_subject_prefix
 
 from ..models import EvolutionRound, EvolutionRun, Workspace
-from .sources import TWO_HOP, build_sources, check_evaluator
+from .sources import TWO_HOP, DeclaredContext, build_sources, check_evaluator
 from .stores import ROUND_SUBJECT, DbCheckpointStore, DbRevisionStore, RunGraphStore, RunRejectionStore, round_subject
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def evolution_start(
         gate = dict(gate or {"kind": "tie"})
         build_gate(gate)
         budget_doc = Budget.from_document(dict(budget or {})).to_document()
-    except (ValueError, TypeError, KeyError) as error:
+    except Exception as error:  # any document a gate or budget cannot be built from is the caller's error
         raise EvolutionRefused(str(error)) from None
     clean = _clean_config(config)
     if script is not None:
@@ -493,6 +493,10 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
     budget = Budget.from_document(run.budget or {})
     meter = Meter(budget, used=meter_used)
     sources = build_sources(workspace=workspace, evaluator=run.evaluator, run_id=run.pk, config=run.config)
+    config = _config_for(run, max_rounds=0 if taking_baseline else 1)
+    evaluator = sources.evaluator
+    if config.objective_context is not None:
+        evaluator = DeclaredContext(evaluator, config.objective_context)
     _update_owned(
         run,
         worker,
@@ -500,12 +504,12 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
         started_at=run.started_at or timezone.now(),
     )
     report = evolve(
-        config=_config_for(run, max_rounds=0 if taking_baseline else 1),
+        config=config,
         model=HookedModel(recorded, meter, hooks),
         graph_store=RunGraphStore(store, workspace.slug, run=run),
         rejection_store=rejection_store,
         trace_source=sources.trace_source,
-        evaluator=sources.evaluator,
+        evaluator=evaluator,
         gate=build_gate(run.gate),
         trace_store=RevisionTraceStore(store, workspace.slug),
         checkpoint_store=DbCheckpointStore(store, workspace.slug),

@@ -136,3 +136,21 @@ def build_sources(*, workspace: Workspace, evaluator: str, run_id: int, config: 
     source = instance if callable(getattr(instance, "collect", None)) else StoredRunsTraceSource(workspace, stride)
     tools = getattr(instance, "available_tools", None)
     return Sources(source, instance, tuple(tools) if tools else None)
+
+
+class DeclaredContext:
+    """Objective mode: an evaluator that says nothing about the context it measured under is taken to follow the
+    one the operator declared for the run (its evaluations get it stamped); an evaluator that names its own context
+    keeps it, so the ObjectiveGate still refuses a mismatch."""
+
+    def __init__(self, evaluator: Any, context: Any) -> None:
+        self.evaluator = evaluator
+        self.context = context
+
+    def evaluate(self, ref, graph, *, iteration: int, purpose: str):
+        from dataclasses import replace
+
+        evaluation = self.evaluator.evaluate(ref, graph, iteration=iteration, purpose=purpose)
+        if evaluation.objective_context is None:
+            evaluation = replace(evaluation, objective_context=self.context)
+        return evaluation

@@ -26,3 +26,20 @@ class CancelsDuringEvaluation(TwoHopEnvironment):
 
             evolution_cancel(actor=Actor.system(), run=EvolutionRun.objects.get(status="running"))
         return super().evaluate(ref, graph, iteration=iteration, purpose=purpose)
+
+
+class Metrics:
+    """2,000 independent units with two metrics: quality (0.9 once the graph has actions, else 0.7) and the number
+    of transitions (fewer is cheaper). Says nothing about its context: the run declares it."""
+
+    UNITS = 2000
+    available_tools = TOOLS
+
+    def evaluate(self, ref, graph, *, iteration, purpose):
+        quality = 0.9 if len(graph.nodes) > 2 else 0.7
+        edges = float(len(graph.edges))
+        outcomes = [
+            TaskOutcome(f"u{i}", quality, quality > 0.8, metrics={"quality": quality, "transitions": edges})
+            for i in range(self.UNITS)
+        ]
+        return Evaluation.from_outcomes(ref, outcomes, {"purpose": purpose, "iteration": iteration})
