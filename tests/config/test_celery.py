@@ -35,3 +35,12 @@ def test_retrying_tasks_back_off_on_transient_errors_only():
 def test_beat_runs_the_reapers():
     tasks = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
     assert {"config.reaper.reap_stuck_work", "trajectories.jobs.reap_job_leases"} <= tasks
+
+
+def test_evolution_steps_retry_on_transient_errors_and_beat_resumes_lost_runs():
+    import graphs.tasks  # noqa: F401 (workers find it by autodiscovery)
+
+    task = celery_app.tasks["graphs.evolution_step"]
+    assert task.autoretry_for == TRANSIENT_ERRORS and task.retry_backoff
+    tasks = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
+    assert "graphs.evolution_reap" in tasks
