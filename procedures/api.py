@@ -1,6 +1,7 @@
 """/api/v1/procedures (active versions, versions, mining) and /api/v1/replays (agents claim and answer replay jobs).
 
-`replays_router` is mounted by config/api.py at /replays.
+`replays_router` is mounted by config/api.py at /replays. It is /api/v1/jobs (trajectories.jobs_api) restricted to
+replay jobs, for replay-only agents: both share one implementation.
 """
 
 from __future__ import annotations
@@ -11,21 +12,11 @@ from ninja import Router, Status
 from accounts.services import Actor
 from config.auth import scoped
 from config.errors import ApiError, Error
-from trajectories import job_services
-from trajectories.models import Job
+from trajectories.jobs_api import CLAIM_RESPONSES, RESULT_RESPONSES, answer_job, claim_job
+from trajectories.schemas import ResultIn
 
 from . import selectors, services
-from .schemas import (
-    ClaimIn,
-    JobOut,
-    MineIn,
-    MineOut,
-    ProcedureListOut,
-    ProcedureOut,
-    ResultIn,
-    ResultOut,
-    VersionListOut,
-)
+from .schemas import ClaimIn, MineIn, MineOut, ProcedureListOut, ProcedureOut, VersionListOut
 
 router = Router(tags=["procedures"])
 replays_router = Router(tags=["replays"])
@@ -104,40 +95,20 @@ def list_versions(request: HttpRequest, procedure_id: int):
 @replays_router.post(
     "/claim",
     auth=scoped("evaluations:run"),
-    response={200: JobOut, 204: None, 400: Error, 401: Error, 403: Error, 422: Error},
+    response=CLAIM_RESPONSES,
     summary="Lease the oldest open replay job (204 when there is none)",
 )
 def claim(request: HttpRequest, body: ClaimIn):
-    job = job_services.job_claim(
-        actor=Actor.of_request(request),
-        kind=services.REPLAY_JOB_KIND,
-        worker=body.worker,
-        lease_seconds=body.lease_seconds,
-    )
-    if job is None:
-        return HttpResponse(status=204)
-    return Status(200, job)
+    return claim_job(request, kinds=[services.REPLAY_JOB_KIND], worker=body.worker, lease_seconds=body.lease_seconds)
 
 
 @replays_router.post(
     "/{job_id}/result",
     auth=scoped("evaluations:run"),
-    response={200: ResultOut, 201: ResultOut, 400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error},
+    response=RESULT_RESPONSES,
     summary="Answer a replay job with the run the agent produced (ingest format)",
     description="201 when the answer is counted; 200 when the job was answered already (the repeat is not counted "
     "again). 422 names the invalid fields and nothing is written; 409 when the job is past its deadline.",
 )
 def result(request: HttpRequest, job_id: int, body: ResultIn):
-    job = Job.objects.filter(pk=job_id, kind=services.REPLAY_JOB_KIND).first()
-    if job is None:
-        raise ApiError(404, "not_found", f"no replay job {job_id}")
-    try:
-        answer = job_services.job_complete(actor=Actor.of_request(request), job=job, run_items=[body.run])
-    except job_services.IngestInvalid as exc:
-        raise ApiError(
-            422, "invalid", "the run does not match the ingest format; nothing was written", {"errors": exc.errors}
-        )
-    except job_services.JobClosed as exc:
-        raise ApiError(409, "job_closed", str(exc))
-    out = {"job_id": job.pk, "run_id": answer.run_id, "counted": answer.counted}
-    return Status(201 if answer.counted else 200, out)
+    return answer_job(request, job_id=job_id, run=body.run, kind=services.REPLAY_JOB_KIND, label="replay job")

@@ -5,6 +5,10 @@ The environment has rules a real support backend would have: some tools only wor
 needs the refund policy looked up first, an order change needs the order looked up). A procedure that breaks a rule
 produces a failed call and a failed run, so replay results depend on which steps a procedure contains.
 
+It answers a graph evaluation job by following the graph it was given (`simulate_graph_run`): a deterministic walk
+from Start, each ACTION node on the way one tool call; the run succeeds when the walk reaches End through at least
+one action, so evaluation results depend on the graph's shape.
+
 Pure: no Django, no I/O. The HTTP loop lives in the management command.
 """
 
@@ -71,3 +75,72 @@ def simulate_run(payload: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {"agent": "demo-agent", "arm": payload.get("arm"), "case_run_id": payload.get("case_run_id")},
         "steps": calls,
     }
+
+
+JOB_SIMULATIONS = ("procedure_replay", "graph_evaluation")
+MAX_WALK_STEPS = 20
+START, END, ACTION = "Start", "End", "ACTION"
+
+
+def _walk(graph: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], bool]:
+    """The nodes a walk from Start visits (Start excluded) and whether it reached End. At each node the outgoing
+    edges are taken in the document's order, preferring one whose target is not visited yet; the walk stops at End,
+    at a node without an outgoing edge, or after MAX_WALK_STEPS moves."""
+    nodes = {str(node.get("id")): node for node in graph.get("nodes") or [] if isinstance(node, Mapping)}
+    outgoing: dict[str, list[str]] = {}
+    for edge in graph.get("edges") or []:
+        if isinstance(edge, Mapping):
+            outgoing.setdefault(str(edge.get("source")), []).append(str(edge.get("target")))
+    current, visited, path = START, {START}, []
+    while len(path) < MAX_WALK_STEPS and current != END:
+        targets = outgoing.get(current)
+        if not targets:
+            break
+        current = next((target for target in targets if target not in visited), targets[0])
+        visited.add(current)
+        path.append(nodes.get(current) or {"id": current})
+    return path, current == END
+
+
+def simulate_graph_run(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The run (ingest format) the demo agent produces for a graph evaluation job's payload. Deterministic."""
+    task = str(payload.get("task") or "")
+    graph = payload.get("graph")
+    path, reached_end = _walk(graph if isinstance(graph, Mapping) else {})
+    noise = _numbers(f"{payload.get('graph_ref')}:{payload.get('task_id')}:{task}")
+    calls = []
+    for node in path:
+        if node.get("type") != ACTION:
+            continue
+        index = len(calls)
+        description = " ".join(str(node.get("description") or "").split())
+        calls.append(
+            {
+                "tool": str(node.get("id"))[:200],
+                "arguments": {"task": task},
+                "observation": f"done: {description}"[:120] if description else "done",
+                "ok": True,
+                "input_tokens": 300 + 7 * noise[index % len(noise)],
+                "output_tokens": 20 + noise[(index + 1) % len(noise)] // 2,
+                "cost": 0.001,
+            }
+        )
+    return {
+        "source": "demo-agent",
+        "external_id": f"graph-{payload.get('graph_ref')}-{payload.get('task_id')}"[:200],
+        "task": task,
+        "intent": str(payload.get("intent") or ""),
+        "outcome": "success" if reached_end and calls else "failure",
+        "graph_workspace": str(payload.get("workspace") or ""),
+        "metadata": {"agent": "demo-agent", "graph_ref": payload.get("graph_ref")},
+        "steps": calls,
+    }
+
+
+def simulate_job(kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The run the demo agent answers a claimed job of `kind` with (one of JOB_SIMULATIONS)."""
+    if kind == "graph_evaluation":
+        return simulate_graph_run(payload)
+    if kind == "procedure_replay":
+        return simulate_run(payload)
+    raise ValueError(f"the demo agent cannot run {kind!r} jobs")

@@ -101,26 +101,3 @@ class MineOut(Schema):
 class ClaimIn(InputSchema):
     worker: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
     lease_seconds: int = Field(300, ge=1, le=3600)
-
-
-class JobOut(Schema):
-    id: int
-    kind: str
-    payload: dict[str, Any]
-    status: str
-    attempts: int
-    lease_owner: str
-    lease_expires_at: datetime | None
-    deadline: datetime | None
-
-
-class ResultIn(InputSchema):
-    run: dict[str, Any] = Field(
-        description="the run the agent produced, in the ingest format (source and external_id are set by Waymark)"
-    )
-
-
-class ResultOut(Schema):
-    job_id: int
-    run_id: int
-    counted: bool

@@ -2,9 +2,10 @@
 
 * `jobs_create` runs inside the caller's transaction (like audit_record), so an owning app creates its jobs in the
   same transaction as the evaluation they belong to.
-* `job_claim` leases the oldest claimable job of a kind: queued, or leased with a lease that ran out; never one past
-  its deadline. PostgreSQL skips rows other claimers hold (SELECT … FOR UPDATE SKIP LOCKED); every database also
-  re-checks the status in a conditional update, so two claimers never get the same lease.
+* `job_claim` leases the oldest claimable job among one kind or several (one agent loop serves several kinds):
+  queued, or leased with a lease that ran out; never one past its deadline. PostgreSQL skips rows other claimers
+  hold (SELECT … FOR UPDATE SKIP LOCKED); every database also re-checks the status in a conditional update, so two
+  claimers never get the same lease.
 * `job_complete` stores the answered run through trajectories.services.run_ingest_batch (same validation, all or
   nothing) under a fixed identity (source "waymark-evaluation", external_id "job-<id>"): posting a result twice
   stores one run and counts one answer.
@@ -61,21 +62,37 @@ def jobs_create(
     )
 
 
-def _claimable(kind: str, now: datetime):
+def _claimable(kinds: Sequence[str], now: datetime):
     waiting = Q(status=JobStatus.QUEUED) | Q(status=JobStatus.LEASED, lease_expires_at__lt=now)
-    return Job.objects.filter(waiting, kind=kind).filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
+    return Job.objects.filter(waiting, kind__in=kinds).filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
 
 
-def job_claim(*, actor: Actor, kind: str, worker: str, lease_seconds: int, now: datetime | None = None) -> Job | None:
-    """Lease the oldest claimable job of `kind` to `worker` for `lease_seconds`; None when there is none."""
+def job_claim(
+    *,
+    actor: Actor,
+    kind: str | None = None,
+    kinds: Sequence[str] | None = None,
+    worker: str,
+    lease_seconds: int,
+    now: datetime | None = None,
+) -> Job | None:
+    """Lease the oldest claimable job of `kind` (or of any of `kinds`) to `worker` for `lease_seconds`; None when
+    there is none. Give exactly one of `kind` and `kinds`; an empty `kinds` claims nothing."""
+    if (kind is None) == (kinds is None):
+        raise TypeError("job_claim takes exactly one of kind= and kinds=")
+    if isinstance(kinds, str):
+        raise TypeError("kinds is a sequence of kind names, not one name: use kind= for one")
+    names = (kind,) if kind is not None else tuple(dict.fromkeys(kinds))
     if not 1 <= lease_seconds <= MAX_LEASE_SECONDS:
         raise ValueError(f"lease_seconds must be between 1 and {MAX_LEASE_SECONDS}")
+    if not names:
+        return None
     worker = (worker or "").strip()[:200] or actor.label[:200]
     now = now or timezone.now()
     skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic(durable=True):
         for _ in range(5):
-            rows = _claimable(kind, now).order_by("id")
+            rows = _claimable(names, now).order_by("id")
             rows = rows.select_for_update(skip_locked=True) if skip_locked else rows.select_for_update()
             job = rows.first()
             if job is None:
@@ -83,7 +100,7 @@ def job_claim(*, actor: Actor, kind: str, worker: str, lease_seconds: int, now: 
             before = {"status": job.status, "lease_owner": job.lease_owner}
             expires = now + timedelta(seconds=lease_seconds)
             taken = (
-                _claimable(kind, now)
+                _claimable(names, now)
                 .filter(pk=job.pk, status=job.status)
                 .update(
                     status=JobStatus.LEASED, lease_owner=worker, lease_expires_at=expires, attempts=job.attempts + 1

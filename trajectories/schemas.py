@@ -1,4 +1,5 @@
-"""Ingest and read schemas of /api/v1/trajectories. Input schemas forbid unknown fields."""
+"""Ingest and read schemas of /api/v1/trajectories, and the evaluation job schemas of /api/v1/jobs (shared with
+/api/v1/replays). Input schemas forbid unknown fields."""
 
 from __future__ import annotations
 
@@ -165,6 +166,43 @@ class RunFilterIn(Schema):
     q: Clean | None = Field(None, description="text search in the task")
     cursor: Clean | None = None
     limit: int = Field(50, ge=1, le=200)
+
+
+class JobInputSchema(Schema):
+    """A request body of the job operations: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobClaimIn(JobInputSchema):
+    worker: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+    lease_seconds: int = Field(300, ge=1, le=3600)
+    kinds: Annotated[list[text(60, required=True)], Field(min_length=1, max_length=20)] | None = Field(
+        None, description="the job kinds this agent can run; omitted: every kind (procedure_replay, graph_evaluation)"
+    )
+
+
+class JobOut(Schema):
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    lease_owner: str
+    lease_expires_at: datetime | None
+    deadline: datetime | None
+
+
+class ResultIn(JobInputSchema):
+    run: dict[str, Any] = Field(
+        description="the run the agent produced, in the ingest format (source and external_id are set by Waymark)"
+    )
+
+
+class ResultOut(Schema):
+    job_id: int
+    run_id: int
+    counted: bool
 
 
 def inlined_json_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -497,12 +497,6 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
     evaluator = sources.evaluator
     if config.objective_context is not None:
         evaluator = DeclaredContext(evaluator, config.objective_context)
-    _update_owned(
-        run,
-        worker,
-        stage="baseline" if taking_baseline else f"round {iteration}",
-        started_at=run.started_at or timezone.now(),
-    )
     report = evolve(
         config=config,
         model=HookedModel(recorded, meter, hooks),

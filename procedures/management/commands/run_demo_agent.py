@@ -1,9 +1,10 @@
 """`manage.py run_demo_agent [--once] [--token T] [--url U]`: the demo environment's simulated support agent.
 
-It claims replay jobs over the HTTP API (POST /api/v1/replays/claim), runs the given procedure in the simulated
-environment (procedures.demo_agent) and answers with the run (POST /api/v1/replays/{job}/result). While the server
-is not up, the token is not there yet, or there is no work, it waits with a growing pause (up to --max-wait seconds)
-instead of failing; it never exits on an error unless --once is given.
+One loop serves both kinds of evaluation job: it claims them over the HTTP API (POST /api/v1/jobs/claim with kinds
+procedure_replay and graph_evaluation), runs a replay job's procedure in the simulated environment or follows a
+graph evaluation job's graph (procedures.demo_agent), and answers with the run (POST /api/v1/jobs/{job}/result).
+While the server is not up, the token is not there yet, or there is no work, it waits with a growing pause (up to
+--max-wait seconds) instead of failing; it never exits on an error unless --once is given.
 
 The token comes from --token, else WAYMARK_AGENT_TOKEN, else the file seed_demo writes (var/demo-agent-token).
 """
@@ -21,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from procedures.demo_agent import simulate_run
+from procedures.demo_agent import JOB_SIMULATIONS, simulate_job
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKEN_FILENAME = "demo-agent-token"
@@ -68,7 +69,7 @@ def _token(explicit: str | None) -> str:
 
 
 class Command(BaseCommand):
-    help = "Run the demo support agent: claim replay jobs over the API and answer them (see procedures.demo_agent)."
+    help = "Run the demo agent: claim replay and graph evaluation jobs over the API and answer them."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--once", action="store_true", help="answer the open jobs, then exit")
@@ -106,17 +107,18 @@ class Command(BaseCommand):
         client = AgentClient(url, token)
         answered = 0
         while True:
-            status, job = client.post("/api/v1/replays/claim", {"worker": worker, "lease_seconds": 120})
+            claim = {"worker": worker, "lease_seconds": 120, "kinds": list(JOB_SIMULATIONS)}
+            status, job = client.post("/api/v1/jobs/claim", claim)
             if status == 204:
                 return answered
             if status in (401, 403):
                 raise Unavailable(f"the server refused the token ({status})")
             if status != 200 or not isinstance(job, dict):
                 raise Unavailable(f"claim answered {status}")
-            run = simulate_run(job.get("payload") or {})
-            status, body = client.post(f"/api/v1/replays/{job['id']}/result", {"run": run})
+            run = simulate_job(str(job.get("kind")), job.get("payload") or {})
+            status, body = client.post(f"/api/v1/jobs/{job['id']}/result", {"run": run})
             if status in (200, 201):
                 answered += 1
-                self.stdout.write(f"demo agent: job {job['id']} answered ({run['outcome']})")
+                self.stdout.write(f"demo agent: {job.get('kind')} job {job['id']} answered ({run['outcome']})")
             else:
                 self.stderr.write(f"demo agent: job {job['id']} refused ({status}): {body}")
