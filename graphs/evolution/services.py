@@ -21,7 +21,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Q, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
@@ -282,9 +283,11 @@ def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     taken = EvolutionRun.objects.filter(free, pk=run_id, status__in=OPEN).update(
         status=Status.RUNNING,
+        stage="claimed",
         lease_owner=worker[:200],
         lease_expires_at=now + timedelta(seconds=lease_seconds()),
         attempts=F("attempts") + 1,
+        started_at=Coalesce(F("started_at"), Value(now)),
         updated_at=now,
     )
     if not taken:
@@ -396,9 +399,9 @@ def evolution_step(*, run_id: int, worker: str, now: datetime | None = None) -> 
     if run is None:
         return None
     if run.attempts > MAX_CRASHES:
-        return StepResult(
-            _end(run, worker, Status.FAILED, "crashed", "the step died repeatedly; see the worker logs"), False
-        )
+        reason = f"gave up after {MAX_CRASHES} attempts in a row without progress"
+        last = f": {run.error}" if run.error else " (the worker died; see its logs)"
+        return StepResult(_end(run, worker, Status.FAILED, "crashed", reason + last), False)
     if run.cancel_requested:
         return StepResult(_end(run, worker, Status.CANCELLED, "cancelled"), False)
     try:

@@ -48,7 +48,7 @@ def test_an_operator_starts_a_run_watches_it_finish_inspects_the_rejection_and_p
     page.on("pageerror", lambda error: errors.append(error))
 
     page.get_by_label("Rounds").fill("4")
-    page.get_by_label("Evaluator").select_option("two-hop")
+    page.locator("select[name=evaluator]").select_option("two-hop")
     page.get_by_role("radio", name=re.compile("tie-accepting")).check()
     page.get_by_role("button", name="Start the run").click()
 
