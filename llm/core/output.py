@@ -30,7 +30,7 @@ def _first_object(text: str) -> dict | None:
     while position != -1:
         try:
             parsed, _ = _DECODER.raw_decode(text, position)
-        except ValueError:
+        except (ValueError, RecursionError):  # deeply nested garbage is as malformed as any other
             parsed = None
         if isinstance(parsed, dict):
             return parsed

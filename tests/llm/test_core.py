@@ -168,3 +168,12 @@ class TestParseScript:
     def test_it_names_what_is_wrong_with_a_script(self, text, message):
         with pytest.raises(ValueError, match=message):
             parse_script(text)
+
+
+def test_deeply_nested_garbage_is_malformed_output_not_a_crash():
+    import pytest
+
+    from llm.core import MalformedModelOutput, extract_json_object
+
+    with pytest.raises(MalformedModelOutput):
+        extract_json_object('{"a": ' + "[" * 100_000)
