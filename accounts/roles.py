@@ -19,6 +19,10 @@ SCOPES: dict[str, str] = {
     "evolutions:run": "start and cancel graph evolution runs (operators)",
     "evaluations:run": "claim replay and evaluation jobs and answer them",
     "reviews:judge": "read the review queue, propose and judge (reviewers)",
+    "rubrics:read": "read rubrics and runs' rubric scores",
+    "rubrics:write": "post your own rubric assessments of runs (with evidence steps)",
+    "intents:read": "read intent candidates",
+    "intents:write": "post your own intent labels (with evidence) and vectors",
 }
 
 # Scopes a token may carry only when its user holds the role; every other scope is open to any active user.

@@ -3,3 +3,11 @@ from django.apps import AppConfig
 
 class IntentsConfig(AppConfig):
     name = "intents"
+
+    def ready(self) -> None:
+        from reviews.rubrics import register_intent_key
+
+        from . import promotable  # noqa: F401 (registers intent taxonomy versions with reviews)
+        from .core import normalize_intent
+
+        register_intent_key(normalize_intent)

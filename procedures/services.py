@@ -19,6 +19,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from intents.taxonomy_selectors import runs_of_intent
 from procedures import core
 from procedures.core.gate import regression_gate
 from trajectories.core import TrajectoryStep
@@ -147,9 +148,9 @@ def procedure_mine(
     if isinstance(held_out_share, bool) or not 0 < held_out_share < 1:
         raise MiningError("held_out_share must be between 0 and 1 (exclusive)")
     live = settings.WAYMARK_LIVE_REPLAY if live is None else live
-    key = intent_key(intent)
-    labels = intent_labels(key)
-    runs = Run.objects.filter(intent__in=labels, outcome__in=[Outcome.SUCCESS, Outcome.FAILURE]).order_by()
+    group = runs_of_intent(intent_key(intent))  # by reviewed intent when the taxonomy has one, else by label
+    key = group.key
+    runs = group.runs.filter(outcome__in=[Outcome.SUCCESS, Outcome.FAILURE]).order_by()
     by_outcome: dict[str, list[int]] = {Outcome.SUCCESS: [], Outcome.FAILURE: []}
     newest = 0
     for pk, outcome in runs.values_list("pk", "outcome"):
@@ -174,7 +175,7 @@ def procedure_mine(
         raise MiningError(f"intent {key!r}: {exc}") from exc
     steps = [step.to_dict() for step in candidate.steps]
     revision = content_revision(intent=key, steps=steps)
-    title = labels[0] if labels else key
+    title = group.title
     with transaction.atomic(durable=True):
         procedure, created_procedure = Procedure.objects.get_or_create(intent=key, defaults={"title": title})
         procedure = Procedure.objects.select_for_update().get(pk=procedure.pk)
@@ -217,6 +218,7 @@ def procedure_mine(
             target=version,
             after={
                 "procedure": procedure.intent,
+                "grouping": group.grouping,
                 "number": number,
                 "tools": version.tools,
                 "content_revision": revision,

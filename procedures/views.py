@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
+from intents.taxonomy_selectors import reviewed_intents_by_key
 from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
 
@@ -38,7 +39,11 @@ METRICS_SHOWN = (
 
 
 def _list_page(request: HttpRequest, form: MineForm | None = None, status: int = 200) -> HttpResponse:
-    context = {"rows": selectors.procedure_rows(), "mine_form": form or MineForm()}
+    rows = selectors.procedure_rows()
+    reviewed = reviewed_intents_by_key(row.procedure.intent for row in rows)
+    for row in rows:
+        row.reviewed_intent = reviewed.get(row.procedure.intent)
+    context = {"rows": rows, "mine_form": form or MineForm()}
     return render(request, "procedures/list.html", context, status=status)
 
 

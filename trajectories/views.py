@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 
 from config.cursors import InvalidCursor
+from reviews import rubric_selectors
 
 from . import selectors
 from .forms import RunFilterForm
@@ -25,6 +26,7 @@ def list_view(request: HttpRequest) -> HttpResponse:
     except InvalidCursor:
         notice = "That page link is no longer valid; showing the newest runs."
         page = selectors.run_page(filters=filters, limit=PAGE_SIZE)
+    rubric_selectors.attach_rubric_scores(page.runs)
     active = {name: values[name] for name in FILTER_FIELDS if values.get(name)}
     context = {
         "form": form,
@@ -41,4 +43,9 @@ def list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = selectors.run_with_steps(pk)
-    return render(request, "trajectories/detail.html", {"run": run, "steps": list(run.steps.all())})
+    context = {
+        "run": run,
+        "steps": list(run.steps.all()),
+        "rubric_panel": rubric_selectors.run_panel(request.user, run),
+    }
+    return render(request, "trajectories/detail.html", context)

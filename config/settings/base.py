@@ -157,6 +157,7 @@ CELERY_BEAT_SCHEDULE = {
     "mine-new-runs": {"task": "procedures.mine_new_runs", "schedule": timedelta(minutes=10)},
     "deliver-due-webhooks": {"task": "reviews.deliver_due_webhooks", "schedule": timedelta(minutes=1)},
     "resume-evolution-runs": {"task": "graphs.evolution_reap", "schedule": timedelta(minutes=1)},
+    "resume-rubric-jobs": {"task": "reviews.rubric_reap", "schedule": timedelta(minutes=1)},
 }
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
@@ -177,6 +178,17 @@ WAYMARK_LIVE_REPLAY_SECONDS = env_int("WAYMARK_LIVE_REPLAY_SECONDS", 15 * 60)
 WAYMARK_EVOLUTION_LEASE_SECONDS = env_int("WAYMARK_EVOLUTION_LEASE_SECONDS", 300)
 WAYMARK_EVALUATION_JOB_SECONDS = env_int("WAYMARK_EVALUATION_JOB_SECONDS", 15 * 60)
 WAYMARK_GRAPH_EVALUATORS: dict[str, str] = {}
+# Intent proposals: a batch's lease; the schedule that proposes for runs no proposal covered yet (0: off); the
+# embedder factory ("package.module.factory", loading its model from a local path; empty: hashed n-grams, offline).
+WAYMARK_INTENT_LEASE_SECONDS = env_int("WAYMARK_INTENT_LEASE_SECONDS", 300)
+WAYMARK_INTENT_PROPOSE_EVERY_MINUTES = env_int("WAYMARK_INTENT_PROPOSE_EVERY_MINUTES", 60)
+WAYMARK_INTENT_EMBEDDER = env_str("WAYMARK_INTENT_EMBEDDER", "")
+CELERY_BEAT_SCHEDULE["resume-intent-proposals"] = {"task": "intents.proposal_reap", "schedule": timedelta(minutes=1)}
+if WAYMARK_INTENT_PROPOSE_EVERY_MINUTES > 0:
+    CELERY_BEAT_SCHEDULE["propose-intents"] = {
+        "task": "intents.propose_new_runs",
+        "schedule": timedelta(minutes=WAYMARK_INTENT_PROPOSE_EVERY_MINUTES),
+    }
 
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-6")

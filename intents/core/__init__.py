@@ -9,7 +9,9 @@ from .candidates import (
     parse_intent_candidates,
     parse_intent_reply,
 )
+from .clustering import IntentCluster, IntentClustering, cluster_intents
 from .drift import IntentClusterChange, IntentDriftReport, compare_intent_windows
+from .embed import Embedder, HashedNgramEmbedder
 from .normalize import normalize_intent
 from .novelty import NovelIntent, detect_novel_intents
 from .review import IntentReview, IntentReviewSummary, summarize_intent_reviews
@@ -17,9 +19,13 @@ from .vectors import validated_matrix
 
 __all__ = [
     "INTENT_MINING_VERSION",
+    "Embedder",
+    "HashedNgramEmbedder",
     "IntentAggregate",
     "IntentCandidate",
+    "IntentCluster",
     "IntentClusterChange",
+    "IntentClustering",
     "IntentDriftReport",
     "IntentEvidence",
     "IntentKind",
@@ -27,6 +33,7 @@ __all__ = [
     "IntentReviewSummary",
     "NovelIntent",
     "aggregate_intents",
+    "cluster_intents",
     "compare_intent_windows",
     "detect_novel_intents",
     "normalize_intent",

@@ -1,0 +1,126 @@
+"""Taxonomy pages: the reviewed intent taxonomy (active version, history, drafting the next one) and the intent
+review queue (candidates waiting for the reviewer's judgment, keyboard-driven; plain forms work without script).
+
+Reads are open to every logged-in user; judging needs the reviewer role, drafting the reviewer or operator role (the
+services answer NotAllowed → 403; other refusals re-render the page with the message and the error's status).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from accounts.services import Actor
+from config.parsing import int_or_none
+from reviews.errors import NotAllowed, ReviewError
+
+from . import taxonomy, taxonomy_selectors
+from .promotable import change_counts
+
+KIND_BADGES = {"declared": "badge-success", "inferred": "badge-unknown", "hindsight": "badge-warning"}
+
+
+def _refuse(exc: ReviewError) -> None:
+    if isinstance(exc, NotAllowed):
+        raise PermissionDenied(exc.message)
+
+
+# --- the taxonomy ----------------------------------------------------------------------------------------------------
+def _taxonomy_page(request: HttpRequest, *, error: str = "", form: dict | None = None, status: int = 200):
+    number = int_or_none(request.GET.get("version"), max_digits=9)
+    page = taxonomy_selectors.taxonomy_page(request.user, number=number)
+    can_draft = request.user.is_reviewer or request.user.is_operator
+    preview = taxonomy.taxonomy_preview() if can_draft else None
+    versions = [
+        {
+            "version": v,
+            "counts": change_counts(v),
+            "is_active": page.active is not None and v.pk == page.active.pk,
+            "request": page.pending.get(str(v.pk)),
+        }
+        for v in page.versions
+    ]
+    context = {
+        "page": page,
+        "shown": page.shown,
+        "intents": page.shown.intents if page.shown else [],
+        "versions": versions,
+        "can_draft": can_draft,
+        "preview": preview,
+        "active_intents": page.active.intents if page.active else [],
+        "error": error,
+        "form": form or {},
+        "history_url": reverse("reviews:history", args=[taxonomy.KIND, page.taxonomy.slug]) if page.taxonomy else "",
+    }
+    return render(request, "intents/taxonomy/page.html", context, status=status)
+
+
+@login_required
+def taxonomy_view(request: HttpRequest) -> HttpResponse:
+    return _taxonomy_page(request)
+
+
+@login_required
+@require_POST
+def draft_view(request: HttpRequest) -> HttpResponse:
+    """Draft the next version (with the optional label edit) and propose it for activation."""
+    relabel_id = request.POST.get("relabel_intent", "").strip()[:40]
+    relabel_to = request.POST.get("relabel_label", "")
+    rationale = request.POST.get("rationale", "").strip() or "next version of the reviewed intent taxonomy"
+    form = {"relabel_intent": relabel_id, "relabel_label": relabel_to, "rationale": rationale}
+    actor = Actor.of_request(request)
+    try:
+        result = taxonomy.taxonomy_draft(actor=actor, relabels={relabel_id: relabel_to} if relabel_id else None)
+        item = taxonomy.taxonomy_propose(actor=actor, version=result.version, rationale=rationale)
+    except ReviewError as exc:
+        _refuse(exc)
+        return _taxonomy_page(request, error=exc.message, form=form, status=exc.status)
+    messages.success(
+        request, f"Drafted taxonomy v{result.version.number}; it waits for {item.required_approvals} approvals."
+    )
+    return redirect("reviews:item", pk=item.pk)
+
+
+# --- the intent review queue -----------------------------------------------------------------------------------------
+def _queue_page(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpResponse:
+    page = taxonomy_selectors.review_queue_for(request.user)
+    context = {
+        "rows": [(row, KIND_BADGES.get(row.kind, "badge-unknown")) for row in page.rows],
+        "total": page.total,
+        "intents": page.intents,
+        "recent": page.recent,
+        "error": error,
+        "verdicts": taxonomy.Verdict,
+    }
+    return render(request, "intents/taxonomy/queue.html", context, status=status)
+
+
+@login_required
+def review_queue_view(request: HttpRequest) -> HttpResponse:
+    return _queue_page(request)
+
+
+@login_required
+@require_POST
+def judge_view(request: HttpRequest, pk: int) -> HttpResponse:
+    candidate = taxonomy_selectors.candidate_for(request.user, pk)
+    verdict = request.POST.get("verdict", "")
+    try:
+        judgment = taxonomy.intent_judgment_submit(
+            actor=Actor.of_request(request),
+            candidate=candidate,
+            verdict=verdict,
+            merge_target=request.POST.get("merge_target", ""),
+            comment=request.POST.get("comment", ""),
+        )
+    except ReviewError as exc:
+        _refuse(exc)
+        return _queue_page(request, error=exc.message, status=exc.status)
+    target = f" into {judgment.merge_target}" if judgment.merge_target else ""
+    messages.success(request, f"Judged “{candidate.intent}”: {judgment.verdict}{target}.")
+    return redirect("intents:taxonomy_queue")

@@ -1,0 +1,131 @@
+"""Rubric versions as a promotable kind of the reviews registry (registered in ReviewsConfig.ready).
+
+parent_key = the rubric's pk, candidate ids = version pks (strings). A rubric version has no measured gate: its
+gate evidence is none, so activating one needs two approvals AND an admin override with a written reason (the
+simplest honest path: nothing measures a rubric's quality yet; agreement is shown on its page). The diff is the
+dimensions before and after; activation moves the rubric's single active pointer, audited `rubric.activate`.
+"""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.services import Actor, audit_record
+from config.parsing import int_or_none
+
+from .registry import (
+    Description,
+    DiffView,
+    GateEvidence,
+    PromotableKind,
+    StaleActivation,
+    find_candidate,
+    previous_active,
+    register_kind,
+)
+from .rubric_models import Rubric, RubricVersion, RubricVersionStatus
+
+KIND = "rubric_version"
+
+
+def _version(candidate_id: str) -> RubricVersion:
+    return find_candidate(RubricVersion.objects.select_related("rubric"), candidate_id, "rubric version")
+
+
+def dimension_rows(before: RubricVersion | None, after: RubricVersion) -> list[dict]:
+    """One row per dimension id in either version (the candidate's order first): its before and after, and how
+    it changed ("added", "removed", "changed", "same")."""
+    old = {d["dimension_id"]: d for d in (before.dimensions if before else [])}
+    new = {d["dimension_id"]: d for d in after.dimensions}
+    rows = []
+    for dimension_id in [*new, *(key for key in old if key not in new)]:
+        a, b = old.get(dimension_id), new.get(dimension_id)
+        change = "added" if a is None else "removed" if b is None else "same" if a == b else "changed"
+        rows.append({"dimension_id": dimension_id, "before": a, "after": b, "change": change})
+    return rows
+
+
+class RubricVersionKind(PromotableKind):
+    key = KIND
+    label = "rubric version"
+
+    def describe(self, candidate_id: str) -> Description:
+        version = _version(candidate_id)
+        rubric = version.rubric
+        ids = ", ".join(d["dimension_id"] for d in version.dimensions[:6])
+        return Description(
+            title=f"rubric {rubric} v{version.number}",
+            summary=f"{len(version.dimensions)} dimensions: {ids}",
+            url=reverse("reviews:rubric", args=[rubric.pk]),
+            parent_key=str(rubric.pk),
+            parent_label=f"rubric {rubric}",
+        )
+
+    def current_active(self, parent_key: str) -> str | None:
+        pk = int_or_none(parent_key)
+        active = Rubric.objects.filter(pk=pk).values_list("active_version_id", flat=True).first() if pk else None
+        return str(active) if active else None
+
+    def gate_evidence(self, candidate_id: str) -> GateEvidence:
+        version = _version(candidate_id)
+        return GateEvidence(
+            passing=None,
+            summary="a rubric version has no measured gate: an admin override with a reason is needed",
+            url=reverse("reviews:rubric_agreement", args=[version.rubric_id]),
+        )
+
+    def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
+        candidate = _version(candidate_id)
+        active = RubricVersion.objects.filter(pk=int_or_none(active_id)).first() if active_id else None
+        return DiffView(
+            template="reviews/rubrics/diff.html",
+            context={
+                "before_label": f"active v{active.number}" if active else "no active version",
+                "after_label": f"candidate v{candidate.number}",
+                "rows": dimension_rows(active, candidate),
+            },
+        )
+
+    def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
+        version = _version(candidate_id)
+        rubric = Rubric.objects.select_for_update().get(pk=version.rubric_id)
+        actual = str(rubric.active_version_id) if rubric.active_version_id else None
+        if actual != expected_active_id:
+            raise StaleActivation(
+                parent_key=str(rubric.pk), expected_active_id=expected_active_id, actual_active_id=actual
+            )
+        previous = rubric.active_version_id
+        if previous is not None:
+            RubricVersion.objects.filter(pk=previous).update(status=RubricVersionStatus.RETIRED)
+        RubricVersion.objects.filter(pk=version.pk).update(status=RubricVersionStatus.ACTIVE)
+        revision = rubric.revision + 1
+        Rubric.objects.filter(pk=rubric.pk).update(
+            active_version=version.pk, revision=revision, updated_at=timezone.now()
+        )
+        audit_record(
+            actor=actor,
+            verb="rubric.activate",
+            target=rubric,
+            before={"active_version": previous, "revision": rubric.revision},
+            after={"active_version": version.pk, "number": version.number, "revision": revision},
+        )
+
+    def rollback_target(self, parent_key: str) -> str | None:
+        active = self.current_active(parent_key)
+        if active is None:
+            return None
+        return previous_active(
+            verb="rubric.activate",
+            target_type="reviews.rubric",
+            target_id=parent_key,
+            field="active_version",
+            active=active,
+        )
+
+    def history_url(self, parent_key: str) -> str:
+        pk = int_or_none(parent_key)
+        return reverse("reviews:rubric", args=[pk]) if pk else ""
+
+
+register_kind(RubricVersionKind())
