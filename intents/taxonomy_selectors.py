@@ -23,6 +23,7 @@ from .models import (
     IntentCandidateRecord,
     IntentJudgment,
     IntentTaxonomy,
+    NoveltyAlert,
     TaxonomyActivation,
     TaxonomyRunIntent,
     TaxonomyVersion,
@@ -76,15 +77,17 @@ class QueuePage:
 
 
 def review_queue_for(user, *, limit: int = QUEUE_SIZE) -> QueuePage:
-    """The candidates waiting for `user`'s judgment (oldest first, each with `judgment_count`, the number of
-    judgments recorded by anyone, and nothing of what they say), the active intents to merge into, and the
-    candidates `user` judged most recently with every judgment (visible: their own is recorded)."""
+    """The candidates waiting for `user`'s judgment (those whose novelty alert was promoted to review first, then
+    oldest first; each with `promoted_alert` and `judgment_count`, the number of judgments recorded by anyone, and
+    nothing of what they say), the active intents to merge into, and the candidates `user` judged most recently
+    with every judgment (visible: their own is recorded)."""
     require_member(user)
     intents = active_intents()
     if not user.is_reviewer:
         return QueuePage(rows=[], total=0, intents=intents, recent=_recent(user))
     awaiting = _awaiting(user)
-    rows = list(awaiting.order_by("id")[:limit])
+    promoted = NoveltyAlert.objects.filter(candidate_id=OuterRef("candidate_id"), status=NoveltyAlert.Status.PROMOTED)
+    rows = list(awaiting.annotate(promoted_alert=Exists(promoted)).order_by("-promoted_alert", "id")[:limit])
     total = len(rows) if len(rows) < limit else awaiting.count()
     counts = dict(
         IntentJudgment.objects.filter(candidate__candidate_id__in=[r.candidate_id for r in rows])
