@@ -1,4 +1,4 @@
-"""Forms of the procedure pages: mine now and amend (operators)."""
+"""Forms of the procedure pages: mine now, amend and the rubric floor (operators)."""
 
 from django import forms
 
@@ -18,3 +18,16 @@ class AmendForm(forms.Form):
 
     def lines(self, name: str) -> list[str]:
         return [line.strip() for line in self.cleaned_data.get(name, "").splitlines() if line.strip()]
+
+
+class RubricFloorForm(forms.Form):
+    """The procedure's rubric floor for its live replay gate; blank turns it off."""
+
+    rubric_floor = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Rubric floor",
+        widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}),
+        help_text="0 to 1; blank: no rubric check",
+    )

@@ -6,6 +6,7 @@ and its queryset's `update()` accepts only `status`. The one active version is t
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 
 class ImmutableVersionError(RuntimeError):
@@ -22,11 +23,23 @@ class Procedure(models.Model):
     )
     revision = models.PositiveIntegerField(default=0)
     mined_through_run_id = models.BigIntegerField(default=0, help_text="the newest run the last mining considered")
+    rubric_floor = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="live replay gate: every replayed run judged under the intent's active rubric must score at least "
+        "this overall, with no required failure (null: no rubric check)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["intent"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(rubric_floor__isnull=True) | (Q(rubric_floor__gte=0) & Q(rubric_floor__lte=1)),
+                name="procedures_rubric_floor_0_1",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.intent

@@ -36,6 +36,20 @@ def _version(candidate_id: str) -> ProcedureVersion:
     return find_candidate(ProcedureVersion.objects.select_related("procedure"), candidate_id, "procedure version")
 
 
+def _rubric_detail(rubric: dict[str, Any]) -> str:
+    """The rubric floor of a gate report in one line: per judged run its overall and required failures."""
+    if not rubric.get("applied"):
+        return f"floor {rubric.get('floor')}: {rubric.get('reason', 'not applied')}"
+    runs = [
+        f"run {run['run_id']}: "
+        + ("not scored" if run.get("overall") is None else f"{run['overall']:.2f}")
+        + (f" (required failures: {', '.join(run['required_failures'])})" if run.get("required_failures") else "")
+        for run in rubric.get("runs", [])[:10]
+    ]
+    head = f"floor {rubric.get('floor')} under {rubric.get('rubric_key')} v{rubric.get('rubric_version')}: "
+    return head + ("passed" if rubric.get("passed") else "failed") + (" — " + "; ".join(runs) if runs else "")
+
+
 class ProcedureVersionKind(PromotableKind):
     key = KIND
     label = "procedure version"
@@ -73,6 +87,12 @@ class ProcedureVersionKind(PromotableKind):
         summary = f"{replay.mode} replay #{replay.pk} on {len(replay.held_out_run_ids)} held-out runs: " + (
             "gate passed" if passed else f"gate failed ({len(failures)} check{'s' if len(failures) != 1 else ''})"
         )
+        rubric = replay.gate_report.get("rubric")
+        if rubric:
+            details["rubric_floor"] = _rubric_detail(rubric)
+            summary += f"; rubric floor {rubric.get('floor'):g} " + (
+                ("met" if rubric.get("passed") else "not met") if rubric.get("applied") else "not applied"
+            )
         return GateEvidence(passing=passed, summary=summary, details=details, url=url)
 
     def diff(self, candidate_id: str, active_id: str | None) -> DiffView:

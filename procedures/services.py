@@ -22,6 +22,7 @@ from accounts.services import Actor, audit_record
 from intents.taxonomy_selectors import runs_of_intent
 from procedures import core
 from procedures.core.gate import regression_gate
+from reviews.rubric_floor import FloorResult, rubric_floor_check
 from trajectories.core import TrajectoryStep
 from trajectories.job_services import jobs_create, jobs_expire
 from trajectories.models import Job, JobStatus, Outcome, Run, Step
@@ -50,6 +51,10 @@ class MiningError(ValueError):
 
 class NotAllowed(PermissionError):
     pass
+
+
+class InvalidFloor(ValueError):
+    """A rubric floor outside [0, 1]."""
 
 
 @dataclass(frozen=True)
@@ -342,7 +347,7 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None) -> Repl
     """Evaluate the version (and the one it is compared with) on the recorded held-out runs; store cases, metrics
     and the gate report, then settle the version's status. Does nothing unless the replay is queued."""
     actor = actor or Actor.system()
-    replay = ReplayRun.objects.select_related("version", "compared_with").get(pk=replay.pk)
+    replay = ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay.pk)
     if replay.mode != ReplayMode.OFFLINE or not _start(replay, actor=actor):
         return replay
     try:
@@ -355,7 +360,7 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None) -> Repl
         logger.exception("offline replay %s failed", replay.pk)
         return _fail(replay, actor=actor, error=f"{type(exc).__name__}: {exc}")
     rows = _case_rows(replay, report, result_runs={})
-    return _finish(replay, report, rows, actor=actor)
+    return _finish(replay, report, rows, actor=actor, rubric=_offline_rubric_note(replay.version.procedure))
 
 
 def _case_rows(
@@ -394,8 +399,80 @@ def _report_summary(report: core.ReplayReport) -> dict[str, Any]:
     }
 
 
-def _finish(replay: ReplayRun, report: core.ReplayReport, rows: list[ReplayCase], *, actor: Actor) -> ReplayRun:
-    gate = regression_gate(report.metrics, report.active_metrics, core.DEFAULT_PROCEDURE_CHECKS)
+# --- the rubric floor (Procedure.rubric_floor) -----------------------------------------------------------------------
+OFFLINE_NO_RUNS = "not applied: an offline replay makes no runs to judge (the floor applies to live replays)"
+
+
+def _offline_rubric_note(procedure: Procedure) -> dict[str, Any] | None:
+    """What an offline replay's report says about a floor it cannot apply (None when the procedure has none)."""
+    if procedure.rubric_floor is None:
+        return None
+    return {"floor": procedure.rubric_floor, "applied": False, "passed": True, "reason": OFFLINE_NO_RUNS, "runs": []}
+
+
+def _live_rubric_floor(procedure: Procedure, answered: dict[tuple[str, int], int]) -> FloorResult | None:
+    """Judge the candidate arm's answered runs against the procedure's floor (outside any transaction: model
+    calls); None when the procedure has no floor."""
+    if procedure.rubric_floor is None:
+        return None
+    run_ids = [run_id for (arm, _case), run_id in answered.items() if arm == ReplayArm.CANDIDATE]
+    try:
+        return rubric_floor_check(intent=procedure.intent, run_ids=run_ids, floor=procedure.rubric_floor)
+    except Exception as exc:  # bad stored data or a bug: the floor fails visibly instead of the replay hanging
+        logger.exception("rubric floor of procedure %s failed", procedure.pk)
+        return FloorResult(
+            floor=procedure.rubric_floor, applied=True, passed=False, reason=f"{type(exc).__name__}: {exc}"
+        )
+
+
+def _gate_report(report: core.ReplayReport, rubric: FloorResult | dict[str, Any] | None) -> dict[str, Any]:
+    """The regression gate, plus the rubric floor: an applied floor is one more check (and can fail the gate); a
+    floor that was not applied is only reported under "rubric"."""
+    gate = regression_gate(report.metrics, report.active_metrics, core.DEFAULT_PROCEDURE_CHECKS).to_dict()
+    if isinstance(rubric, FloorResult):
+        if rubric.applied:
+            gate["checks"].append(rubric.as_check())
+            gate["passed"] = gate["passed"] and rubric.passed
+        rubric = rubric.to_dict()
+    if rubric is not None:
+        gate["rubric"] = rubric
+    return gate
+
+
+def rubric_floor_set(*, actor: Actor, procedure: Procedure, floor: float | None) -> Procedure:
+    """An operator sets (or clears, with None) the procedure's rubric floor in [0, 1]; audited. Replays settled
+    from now on apply it; finished ones keep their report."""
+    _check_miner(actor)
+    if floor is not None:
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
+            raise InvalidFloor("the rubric floor is a number from 0 to 1")
+        floor = float(floor)
+    with transaction.atomic(durable=True):
+        locked = Procedure.objects.select_for_update().get(pk=procedure.pk)
+        before = locked.rubric_floor
+        if before == floor:
+            return locked
+        locked.rubric_floor = floor
+        locked.save(update_fields=["rubric_floor", "updated_at"])
+        audit_record(
+            actor=actor,
+            verb="procedure.rubric_floor",
+            target=locked,
+            before={"rubric_floor": before},
+            after={"rubric_floor": floor},
+        )
+    return locked
+
+
+def _finish(
+    replay: ReplayRun,
+    report: core.ReplayReport,
+    rows: list[ReplayCase],
+    *,
+    actor: Actor,
+    rubric: FloorResult | dict[str, Any] | None = None,
+) -> ReplayRun:
+    gate = _gate_report(report, rubric)
     with transaction.atomic(durable=True):
         locked = ReplayRun.objects.select_for_update().get(pk=replay.pk)
         if locked.status != ReplayStatus.RUNNING:
@@ -405,7 +482,7 @@ def _finish(replay: ReplayRun, report: core.ReplayReport, rows: list[ReplayCase]
             "candidate": dict(report.metrics),
             "active": report.active_metrics and dict(report.active_metrics),
         }
-        locked.gate_report = gate.to_dict()
+        locked.gate_report = gate
         locked.report = _report_summary(report)
         locked.status = ReplayStatus.DONE
         locked.finished_at = timezone.now()
@@ -419,8 +496,8 @@ def _finish(replay: ReplayRun, report: core.ReplayReport, rows: list[ReplayCase]
             after={
                 "status": "done",
                 "mode": locked.mode,
-                "passed": gate.passed,
-                "failed_checks": [check.metric for check in gate.failures],
+                "passed": gate["passed"],
+                "failed_checks": [check["metric"] for check in gate["checks"] if not check["passed"]],
                 "regressions": len(report.regressions),
                 "version_status": status,
             },
@@ -526,7 +603,7 @@ def replay_live_settle(*, replay: ReplayRun, actor: Actor | None = None, now: da
     Unanswered cases are reported as unanswered (never passes); their jobs expire."""
     actor = actor or Actor.system()
     now = now or timezone.now()
-    replay = ReplayRun.objects.select_related("version", "compared_with").get(pk=replay.pk)
+    replay = ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay.pk)
     if replay.mode != ReplayMode.LIVE or replay.status != ReplayStatus.RUNNING:
         return replay
     jobs = list(Job.objects.filter(subject=replay_subject(replay)).values_list("status", "payload", "result_run_id"))
@@ -552,11 +629,14 @@ def replay_live_settle(*, replay: ReplayRun, actor: Actor | None = None, now: da
         _procedure_steps(replay.version), cases, active=_procedure_steps(replay.compared_with), mode="live"
     )
     rows = _case_rows(replay, report, result_runs=answered)
+    rubric = _live_rubric_floor(replay.version.procedure, answered)
+    if rubric is not None and rubric.pending:  # another settle is judging; a later one (or the deadline) finishes
+        return replay
     if open_jobs:
         with transaction.atomic(durable=True):
             expired = jobs_expire(subject=replay_subject(replay), now=now)
             audit_record(actor=actor, verb="replay.deadline", target=replay, after={"expired_jobs": expired})
-    return _finish(replay, report, rows, actor=actor)
+    return _finish(replay, report, rows, actor=actor, rubric=rubric)
 
 
 def overdue_live_replays(now: datetime | None = None) -> list[int]:

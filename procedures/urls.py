@@ -8,4 +8,5 @@ urlpatterns = [
     path("mine/", views.mine_view, name="mine"),
     path("versions/<int:pk>/", views.version_view, name="version"),
     path("versions/<int:pk>/amend/", views.amend_view, name="amend"),
+    path("versions/<int:pk>/rubric-floor/", views.rubric_floor_view, name="rubric_floor"),
 ]

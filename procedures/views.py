@@ -17,7 +17,7 @@ from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
 
 from . import selectors, services
-from .forms import AmendForm, MineForm
+from .forms import AmendForm, MineForm, RubricFloorForm
 from .promotable import KIND as PROMOTION_KIND
 
 # Versions a reviewer or operator may propose for activation (a failed one needs an admin override of its gate).
@@ -122,6 +122,7 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
         "other_requests": [item for key, item in pending.items() if key != str(version.pk)],
         "promotion_kind": PROMOTION_KIND,
         "replays_open": any(view.replay.status in ("queued", "running") for view in page.replays),
+        "rubric_floor_form": RubricFloorForm(initial={"rubric_floor": page.procedure.rubric_floor}),
         "amend_form": AmendForm(
             initial={
                 "preconditions": "\n".join(page.version.preconditions),
@@ -159,3 +160,23 @@ def amend_view(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.info(request, f"Nothing new: version {result.version.number} holds exactly this.")
     return redirect("procedures:version", pk=result.version.pk)
+
+
+@login_required
+@require_POST
+def rubric_floor_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Set or clear the rubric floor of the version's procedure (applies to live replays settled from now on)."""
+    if not request.user.is_operator:
+        raise PermissionDenied("setting a procedure's rubric floor needs the operator role")
+    version = selectors.version_by_id(pk)
+    form = RubricFloorForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The rubric floor is a number from 0 to 1 (blank turns it off); nothing changed.")
+        return redirect("procedures:version", pk=pk)
+    floor = form.cleaned_data["rubric_floor"]
+    services.rubric_floor_set(actor=Actor.of_request(request), procedure=version.procedure, floor=floor)
+    if floor is None:
+        messages.success(request, "No rubric floor: live replays are gated on their metrics only.")
+    else:
+        messages.success(request, f"Rubric floor {floor:g}: live replays settled from now on are judged against it.")
+    return redirect("procedures:version", pk=pk)

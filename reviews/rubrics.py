@@ -676,3 +676,25 @@ def rubric_jobs_to_resume() -> list[int]:
 
 def judges_setting() -> int:
     return int(getattr(settings, "WAYMARK_RUBRIC_JUDGES", DEFAULT_JUDGES))
+
+
+def rubric_judge_for_gate(run_id: int, version: RubricVersion, judges: int) -> RubricJob | None:
+    """For a replay gate (system actor): the succeeded judging job of (run, version), judging the run now, in this
+    process, when there is none; None while another judging of the run is open."""
+    jobs = RubricJob.objects.filter(kind=RubricJobKind.JUDGE, run_id=run_id)
+    if jobs.filter(status__in=RUBRIC_JOB_OPEN).exists():
+        return None
+    done = jobs.filter(version=version, status=RubricJobStatus.SUCCEEDED).order_by("-id").first()
+    if done is not None:
+        return done
+    with transaction.atomic(durable=True):
+        job = RubricJob.objects.create(
+            kind=RubricJobKind.JUDGE, rubric=version.rubric, version=version, run_id=run_id, judges=judges
+        )
+        audit_record(
+            actor=Actor.system(),
+            verb="rubric.judge",
+            target=job,
+            after={"run": run_id, "version": version.pk, "judges": judges, "for": "replay gate rubric floor"},
+        )
+    return rubric_judge_run(job_id=job.pk) or RubricJob.objects.get(pk=job.pk)
