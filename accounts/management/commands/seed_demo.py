@@ -20,8 +20,10 @@ from accounts.models import ApiToken, User
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create, audit_record
 from graphs.demo import seed_demo_graphs_step
+from intents.demo import seed_demo_intents_step
 from procedures.demo import seed_demo_procedures_step
 from reviews.demo import seed_demo_reviews_step
+from reviews.rubric_demo import seed_demo_rubrics_step
 from trajectories.demo import seed_demo_runs
 
 DEMO_PASSWORD = "waymark-demo"
@@ -144,6 +146,8 @@ SeedStep = Callable[[SeedContext], str]
 SEED_STEPS: list[SeedStep] = [seed_users, seed_agent_token, seed_runs, seed_demo_graphs_step]
 SEED_STEPS.append(seed_demo_procedures_step)
 SEED_STEPS.append(seed_demo_reviews_step)
+SEED_STEPS.append(seed_demo_intents_step)
+SEED_STEPS.append(seed_demo_rubrics_step)
 
 
 class Command(BaseCommand):
