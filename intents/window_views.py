@@ -221,9 +221,10 @@ def mass_chart(rows: list[MassRow]) -> dict[str, Any]:
         "labels": [row.label or (row.before_id or row.after_id or "") for row in rows],
         "x_title": "intent cluster (medoid label)",
         "y_title": "share of the window's candidates",
+        "kind": "bar",
         "series": [
-            {"label": "before", "data": [round(row.before, 6) for row in rows], "points_only": True},
-            {"label": "after", "data": [round(row.after, 6) for row in rows], "points_only": True},
+            {"label": "before", "data": [round(row.before, 6) for row in rows]},
+            {"label": "after", "data": [round(row.after, 6) for row in rows]},
         ],
     }
 

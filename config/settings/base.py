@@ -183,6 +183,8 @@ WAYMARK_GRAPH_EVALUATORS: dict[str, str] = {}
 WAYMARK_INTENT_LEASE_SECONDS = env_int("WAYMARK_INTENT_LEASE_SECONDS", 300)
 WAYMARK_INTENT_PROPOSE_EVERY_MINUTES = env_int("WAYMARK_INTENT_PROPOSE_EVERY_MINUTES", 60)
 WAYMARK_INTENT_EMBEDDER = env_str("WAYMARK_INTENT_EMBEDDER", "")
+# The local model directory read by intents.embedders.model2vec_from_settings (the optional model2vec adapter).
+WAYMARK_INTENT_EMBEDDER_PATH = env_str("WAYMARK_INTENT_EMBEDDER_PATH", "")
 CELERY_BEAT_SCHEDULE["resume-intent-proposals"] = {"task": "intents.proposal_reap", "schedule": timedelta(minutes=1)}
 if WAYMARK_INTENT_PROPOSE_EVERY_MINUTES > 0:
     CELERY_BEAT_SCHEDULE["propose-intents"] = {

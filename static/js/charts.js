@@ -1,6 +1,7 @@
 // Charts drawn with the vendored Chart.js from a JSON island (Django's json_script) on the page:
 //   <canvas data-chart="island-id"></canvas> {{ spec|json_script:"island-id" }}
-// spec: {labels: [...], x_title, y_title, series: [{label, data: [number|null], points_only?, stepped?}]}.
+// spec: {labels: [...], x_title, y_title, kind?: "line"|"bar", series: [{label, data: [number|null], points_only?,
+// stepped?}]}.
 // Every chart has its numbers in a table beside it, so the page says everything without this file.
 (() => {
   "use strict";
@@ -28,7 +29,7 @@
     const spec = JSON.parse(island.textContent);
     const axis = (title) => ({ title: { display: Boolean(title), text: title || "" } });
     new window.Chart(canvas, {
-      type: "line",
+      type: spec.kind === "bar" ? "bar" : "line",
       data: { labels: spec.labels, datasets: spec.series.map(dataset) },
       options: {
         animation: false,
