@@ -17,6 +17,10 @@ class TokenCreateForm(forms.Form):
     )
 
 
+class AgentCreateForm(forms.Form):
+    name = forms.CharField(max_length=150, error_messages={"required": "Give the agent a name."})
+
+
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=150, help_text='a username, or "system"')
     verb = forms.CharField(required=False, max_length=80, help_text="prefix, e.g. auth.")

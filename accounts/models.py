@@ -5,10 +5,14 @@ from .roles import Role
 
 
 class User(AbstractUser):
-    """A person. What they may do follows from their groups (Role) or superuser status."""
+    """A person, or an agent identity (`is_agent`): a service account created by an operator, without a password
+    or roles, whose tokens alone may push runs and answer evaluation jobs (roles.AGENT_SCOPES). What a person may do
+    follows from their groups (Role) or superuser status."""
+
+    is_agent = models.BooleanField(default=False)
 
     def has_role(self, role: Role | str) -> bool:
-        if not self.is_active:
+        if not self.is_active or self.is_agent:
             return False
         if self.is_superuser:
             return True

@@ -32,13 +32,43 @@ SCOPE_REQUIRES_ROLE: dict[str, Role] = {
     "evolutions:run": Role.OPERATOR,
 }
 
+# Scopes whose writes become evidence (runs, job answers): only agent identities (User.is_agent, created by
+# operators with accounts.services.agent_create) may hold them, never a person, whatever their roles.
+AGENT_SCOPES: frozenset[str] = frozenset({"trajectories:write", "evaluations:run"})
+
+# Every scope that is not open to any active user: checked again at every call (api_token_authenticate).
+RESTRICTED_SCOPES: frozenset[str] = AGENT_SCOPES | frozenset(SCOPE_REQUIRES_ROLE)
+
+
+def scope_requirement(scope: str) -> str | None:
+    """Who may hold `scope`, in words ("the operator role", "an agent identity"); None when any active user may."""
+    if scope in AGENT_SCOPES:
+        return "an agent identity"
+    role = SCOPE_REQUIRES_ROLE.get(scope)
+    return f"the {role} role" if role is not None else None
+
 
 def scopes_allowed_for(user) -> list[str]:
-    """The one rule for which scopes `user` may grant a token: none when inactive, role-bound ones with the role.
+    """The one rule for which scopes `user` may grant a token: none when inactive, role-bound ones with the role,
+    agent-only ones (AGENT_SCOPES) only to agent identities.
 
-    `user` is an accounts.User (admins and superusers hold every role); taken untyped to keep this module free of
-    model imports.
+    `user` is an accounts.User (admins and superusers hold every role, agents none); taken untyped to keep this
+    module free of model imports.
     """
     if not user.is_active:
         return []
-    return [scope for scope in SCOPES if scope not in SCOPE_REQUIRES_ROLE or user.has_role(SCOPE_REQUIRES_ROLE[scope])]
+    is_agent = bool(getattr(user, "is_agent", False))
+
+    def allowed(scope: str) -> bool:
+        if scope in AGENT_SCOPES:
+            return is_agent
+        if scope in SCOPE_REQUIRES_ROLE:
+            return user.has_role(SCOPE_REQUIRES_ROLE[scope])
+        return True
+
+    return [scope for scope in SCOPES if allowed(scope)]
+
+
+def agent_scopes_allowed() -> list[str]:
+    """The scopes any (active) agent identity may hold: the agent-only ones and the open ones, no role-bound one."""
+    return [scope for scope in SCOPES if scope in AGENT_SCOPES or scope not in SCOPE_REQUIRES_ROLE]

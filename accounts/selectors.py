@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from django.db.models import Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -19,6 +20,18 @@ AUDIT_PAGE_SIZE = 50
 
 def tokens_of(user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def agents() -> QuerySet[User]:
+    """The agent identities, by name."""
+    return User.objects.filter(is_agent=True).order_by("username")
+
+
+def agent_token(token_id: str) -> ApiToken:
+    """A token of an agent identity (operators manage them); 404 for any other token or a bad id."""
+    if not str(token_id).isdigit():
+        raise Http404("no such agent token")
+    return get_object_or_404(ApiToken.objects.select_related("user"), pk=int(token_id), user__is_agent=True)
 
 
 def token_of_user(user: User, token_id: int) -> ApiToken:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from . import throttle
 from .models import ApiToken, AuditEvent, User
 from .request_context import current_request_id
-from .roles import SCOPE_REQUIRES_ROLE, SCOPES, Role, scopes_allowed_for
+from .roles import RESTRICTED_SCOPES, SCOPES, Role, scope_requirement, scopes_allowed_for
 from .tokens import digest_secret, new_token, split_token
 
 
@@ -90,7 +90,7 @@ def api_token_create(*, actor: Actor, user: User, name: str, scopes: list[str]) 
         raise ValueError(f"user {user.username} is inactive and cannot hold tokens")
     refused = sorted(set(scopes) - set(scopes_allowed_for(user)))
     if refused:
-        needs = ", ".join(f"{scope} needs the {SCOPE_REQUIRES_ROLE[scope]} role" for scope in refused)
+        needs = ", ".join(f"{scope} needs {scope_requirement(scope)}" for scope in refused)
         raise ValueError(f"scope(s) not allowed for {user.username}: {needs}")
     plaintext, prefix, digest = new_token()
     with transaction.atomic(durable=True):
@@ -126,8 +126,9 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 def api_token_authenticate(plaintext: str) -> ApiToken | None:
     """The active token for a plaintext, or None. Records the last-used time (at most once a minute).
 
-    A role-bound scope (roles.SCOPE_REQUIRES_ROLE) works only while the user still holds the role: the returned
-    token's `scopes` leave out the ones the user has lost (in memory; the stored row is unchanged)."""
+    A restricted scope (roles.RESTRICTED_SCOPES: role-bound, or agent-only) works only while its user may still hold
+    it: the returned token's `scopes` leave out the ones the user may not hold now (in memory; the stored row is
+    unchanged), e.g. a role lost, or an agent-only scope on a token that belongs to a person."""
     parts = split_token(plaintext.strip())
     if parts is None:
         return None
@@ -135,14 +136,46 @@ def api_token_authenticate(plaintext: str) -> ApiToken | None:
     token = ApiToken.objects.select_related("user").filter(prefix=prefix, revoked_at__isnull=True).first()
     if token is None or not token.user.is_active or not hmac.compare_digest(token.digest, digest_secret(secret)):
         return None
-    if any(scope in SCOPE_REQUIRES_ROLE for scope in token.scopes):
+    if any(scope in RESTRICTED_SCOPES for scope in token.scopes):
         allowed = set(scopes_allowed_for(token.user))
-        token.scopes = [scope for scope in token.scopes if scope not in SCOPE_REQUIRES_ROLE or scope in allowed]
+        token.scopes = [scope for scope in token.scopes if scope not in RESTRICTED_SCOPES or scope in allowed]
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+# --- agent identities -------------------------------------------------------------------------------------------
+class AgentRefused(ValueError):
+    """The actor may not create agents, or the name is taken or invalid."""
+
+
+def agent_create(*, actor: Actor, name: str) -> User:
+    """An operator creates an agent identity: a user with `is_agent`, no password (it cannot log in) and no roles,
+    whose tokens alone may hold the agent-only scopes (roles.AGENT_SCOPES). Audited `agent.create`; what the
+    agent's tokens do is audited with the agent as actor, so it has its own trail. `actor` None user: the system
+    (management commands, the demo seed)."""
+    from django.contrib.auth.validators import UnicodeUsernameValidator
+    from django.core.exceptions import ValidationError
+
+    if actor.user is not None and not actor.user.has_role(Role.OPERATOR):
+        raise AgentRefused("creating agent identities needs the operator role")
+    name = (name or "").strip()
+    if not name or len(name) > 150:
+        raise AgentRefused("an agent needs a name of 1 to 150 characters")
+    try:
+        UnicodeUsernameValidator()(name)
+    except ValidationError:
+        raise AgentRefused("an agent name has only letters, digits and @ . + - _")
+    with transaction.atomic(durable=True):
+        if User.objects.filter(username__iexact=name).exists():
+            raise AgentRefused(f"the name {name!r} is taken")
+        agent = User(username=name, is_agent=True)
+        agent.set_unusable_password()
+        agent.save()
+        audit_record(actor=actor, verb="agent.create", target=agent, after={"username": name, "agent": True})
+    return agent
 
 
 def ensure_roles() -> list[str]:
@@ -219,6 +252,8 @@ def user_roles_set(*, actor: Actor, user: User, roles: list[Role]) -> list[str]:
     """Give `user` exactly these roles (an empty list: read-only). Audited when something changes.
     Returns the role names the user now holds."""
     wanted = sorted({Role(role).value for role in roles})
+    if wanted and user.is_agent:
+        raise ValueError(f"{user.username} is an agent identity: agents hold no roles")
     with transaction.atomic(durable=True):
         locked = User.objects.select_for_update().get(pk=user.pk)
         role_names = [role.value for role in Role]

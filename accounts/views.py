@@ -18,8 +18,9 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from . import selectors, services, throttle
-from .forms import AuditFilterForm, TokenCreateForm
-from .roles import SCOPE_REQUIRES_ROLE, SCOPES, Role, scopes_allowed_for
+from .blinding import blind
+from .forms import AgentCreateForm, AuditFilterForm, TokenCreateForm
+from .roles import SCOPES, Role, agent_scopes_allowed, scope_requirement, scopes_allowed_for
 
 _logout = auth_views.LogoutView.as_view()
 
@@ -87,7 +88,7 @@ def _scope_rows(user, checked: list[str]) -> list[dict]:
             "scope": scope,
             "description": description,
             "allowed": scope in allowed,
-            "needs": SCOPE_REQUIRES_ROLE.get(scope),
+            "needs": scope_requirement(scope),
             "checked": scope in checked,
         }
         for scope, description in SCOPES.items()
@@ -140,13 +141,77 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
 
 @login_required
 def audit_view(request: HttpRequest) -> HttpResponse:
-    """The audit log, admins only, filtered and paged by cursor; htmx requests get the results fragment."""
+    """The audit log, admins only, filtered and paged by cursor; htmx requests get the results fragment. Judgments
+    of what is still open are sealed (no actor, no before/after) for an admin who has not judged it."""
     if not request.user.is_admin:
         raise PermissionDenied
     form = AuditFilterForm(data=request.GET)
-    page = selectors.audit_page(form.filters(), after=form.cursor()) if form.is_valid() else None
+    page = None
+    if form.is_valid():
+        filters = form.filters()
+        page = selectors.audit_page(filters, after=form.cursor())
+        events = blind(page.events, request.user)
+        if filters.actor:  # a sealed judgment's actor is withheld, so it cannot be found by its actor either
+            events = [event for event in events if not event.sealed]
+        page = selectors.AuditPage(events=events, next_cursor=page.next_cursor)
     query = request.GET.copy()
     query.pop("after", None)
     context = {"form": form, "page": page, "query": query.urlencode()}
     template = "accounts/audit.html#results" if request.htmx else "accounts/audit.html"
     return render(request, template, context)
+
+
+@login_required
+@never_cache
+@require_http_methods(["GET", "POST"])
+def agents_view(request: HttpRequest) -> HttpResponse:
+    """Operators create agent identities and their tokens (plaintext shown on this response only) and revoke them.
+    POST `action`: "agent" (create an agent), "token" (a token for an agent), "revoke" (an agent's token)."""
+    if not request.user.has_role(Role.OPERATOR):
+        raise PermissionDenied
+    actor = services.Actor.of_request(request)
+    action = request.POST.get("action", "") if request.method == "POST" else ""
+    agent_form = AgentCreateForm(data=request.POST if action == "agent" else None)
+    token_form = TokenCreateForm(data=request.POST if action == "token" else None)
+    created = error = None
+    agents = list(selectors.agents())
+    if action == "agent" and agent_form.is_valid():
+        try:
+            agent = services.agent_create(actor=actor, name=agent_form.cleaned_data["name"])
+        except services.AgentRefused as exc:
+            agent_form.add_error("name", str(exc))
+        else:
+            messages.success(request, f"Agent “{agent.username}” is created: give it a token below.")
+            return redirect("accounts:agents")
+    elif action == "token":
+        agent = next((a for a in agents if str(a.pk) == request.POST.get("agent", "")), None)
+        if agent is None:
+            error = "Choose an agent."
+        elif token_form.is_valid():
+            try:
+                token, plaintext = services.api_token_create(
+                    actor=actor,
+                    user=agent,
+                    name=token_form.cleaned_data["name"],
+                    scopes=token_form.cleaned_data["scopes"],
+                )
+            except ValueError as exc:
+                error = str(exc)
+            else:
+                created = {"token": token, "plaintext": plaintext, "agent": agent}
+                token_form = TokenCreateForm()
+    elif action == "revoke":
+        token = selectors.agent_token(request.POST.get("token", ""))
+        services.api_token_revoke(actor=actor, token=token)
+        messages.success(request, f"Token “{token.name}” of {token.user.username} is revoked.")
+        return redirect("accounts:agents")
+    invalid = bool(error) or (agent_form.is_bound and agent_form.errors) or (token_form.is_bound and token_form.errors)
+    context = {
+        "agents": [(agent, list(selectors.tokens_of(agent))) for agent in agents],
+        "agent_form": agent_form,
+        "token_form": token_form,
+        "error": error,
+        "created": created,
+        "scope_rows": [row for row in _scope_rows(request.user, []) if row["scope"] in agent_scopes_allowed()],
+    }
+    return render(request, "accounts/agents.html", context, status=400 if invalid else 200)

@@ -154,7 +154,7 @@ def main() -> int:
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE trajectories_step, trajectories_run RESTART IDENTITY CASCADE")
-    user, _ = User.objects.get_or_create(username="bench-agent")
+    user, _ = User.objects.update_or_create(username="bench-agent", defaults={"is_agent": True})  # agent-only scope
     _, token = api_token_create(
         actor=Actor.system(), user=user, name=f"bench {uuid.uuid4().hex[:6]}", scopes=["trajectories:write"]
     )

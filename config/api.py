@@ -2,6 +2,7 @@
 
 import logging
 
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -12,7 +13,9 @@ from procedures.api import router as procedures_router
 from reviews.api import router as reviews_router
 from trajectories.api import router as trajectories_router
 
+from .busy import api_busy_response, is_database_busy
 from .errors import ApiError
+from .text import JsonBodyParser
 
 logger = logging.getLogger("waymark.api")
 
@@ -21,6 +24,7 @@ api = NinjaAPI(
     version="1",
     description="Agents push traces and pull active graphs and procedures; see docs/api.md.",
     urls_namespace="api",
+    parser=JsonBodyParser(),
 )
 
 STATUS_CODES = {
@@ -54,6 +58,8 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ApiError):  # raised by JsonBodyParser, wrapped by ninja in a plain 400
+        return on_api_error(request, exc.__cause__)
     code = STATUS_CODES.get(exc.status_code, "error")
     return _error(request, exc.status_code, code, str(exc))
 
@@ -74,6 +80,13 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
 @api.exception_handler(Http404)
 def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, "not_found", str(exc) or "not found")
+
+
+@api.exception_handler(OperationalError)
+def on_database_error(request: HttpRequest, exc: OperationalError) -> HttpResponse:
+    if is_database_busy(exc):  # the lock stayed taken past the timeout: load, not a fault (config/busy.py)
+        return api_busy_response(request, exc)
+    return on_unexpected(request, exc)
 
 
 @api.exception_handler(Exception)

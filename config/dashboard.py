@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, Sum
 from django.urls import NoReverseMatch, reverse
 
+from accounts.blinding import blind
 from accounts.models import AuditEvent
 from llm.models import ModelCall
 from reviews.selectors import pending_count
@@ -50,9 +51,10 @@ def _counts() -> list[Stat]:
     ]
 
 
-def _recent_events() -> list[AuditEvent]:
-    events = list(
-        AuditEvent.objects.select_related("actor_user", "actor_token").defer("before", "after")[:RECENT_EVENTS]
+def _recent_events(viewer) -> list[AuditEvent]:
+    """The latest events; a judgment of something still open names no one unless `viewer` has judged it too."""
+    events = blind(
+        AuditEvent.objects.select_related("actor_user", "actor_token").defer("before", "after")[:RECENT_EVENTS], viewer
     )
     for event in events:
         page = TARGET_PAGES.get(event.target_type)
@@ -60,12 +62,12 @@ def _recent_events() -> list[AuditEvent]:
     return events
 
 
-def dashboard_context() -> dict:
+def dashboard_context(viewer=None) -> dict:
     recent_runs = Run.objects.only(
         "id", "source", "external_id", "task", "intent", "outcome", "score", "step_count", "created_at"
     )[:RECENT_RUNS]
     return {
         "counts": _counts(),
         "recent_runs": list(recent_runs),
-        "recent_events": _recent_events(),
+        "recent_events": _recent_events(viewer),
     }

@@ -1,8 +1,18 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 
 from . import views
 from .api import api
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """Any method on a path under /api/v1/ that no operation matches: the API's Error body, never the HTML 404."""
+    body = {"code": "not_found", "message": f"no API operation at {request.path}", "details": None}
+    return JsonResponse(body, status=404)
+
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -14,6 +24,8 @@ urlpatterns = [
     path("procedures/", include("procedures.urls")),
     path("intents/", include("intents.urls")),
     path("reviews/", include("reviews.urls")),
+    path("api/v1/", api_not_found),  # ninja's root view raises a bare Http404 (HTML): answer it here
     path("api/v1/", api.urls),
+    re_path(r"^api/v1(?:/|$)", api_not_found),  # after the API's own paths: only what they leave unmatched
     path("admin/", admin.site.urls),
 ]

@@ -12,7 +12,7 @@ from .celery import app as celery_app
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard.html", dashboard_selectors.dashboard_context())
+    return render(request, "dashboard.html", dashboard_selectors.dashboard_context(request.user))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

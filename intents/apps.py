@@ -7,7 +7,8 @@ class IntentsConfig(AppConfig):
     def ready(self) -> None:
         from reviews.rubrics import register_intent_key
 
-        from . import promotable  # noqa: F401 (registers intent taxonomy versions with reviews)
+        from . import audit_blinding, promotable  # noqa: F401 (registers intent taxonomy versions with reviews)
         from .core import normalize_intent
 
         register_intent_key(normalize_intent)
+        audit_blinding.register()  # judgments in the audit log are sealed until the candidate is placed

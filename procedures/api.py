@@ -108,7 +108,8 @@ def claim(request: HttpRequest, body: ClaimIn):
     response=RESULT_RESPONSES,
     summary="Answer a replay job with the run the agent produced (ingest format)",
     description="201 when the answer is counted; 200 when the job was answered already (the repeat is not counted "
-    "again). 422 names the invalid fields and nothing is written; 409 when the job is past its deadline.",
+    "again). 422 names the invalid fields and nothing is written; 409 when the job is past its deadline; 403 "
+    "`not_claimant` when another token claimed the job.",
 )
 def result(request: HttpRequest, job_id: int, body: ResultIn):
     return answer_job(request, job_id=job_id, run=body.run, kind=services.REPLAY_JOB_KIND, label="replay job")

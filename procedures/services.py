@@ -3,11 +3,21 @@
 Status of a version: candidate (stored) → replaying (a replay started) → ready (every replay's gate passed) or
 failed. A version becomes active only through reviews: an applied promotion request (procedures/promotable.py)
 moves the pointer and retires the previous active version.
+
+An offline replay is claimed with a lease (a conditional update: queued, or running with a lease that ran out) and
+renews it at every stage. A worker that dies leaves the lease to run out: the redelivered message (or the beat's
+`replays_to_requeue`) takes the replay over and finishes it once (`_finish` writes the cases, the gate report and
+the status in one transaction, only for the lease holder). After `WAYMARK_REPLAY_MAX_ATTEMPTS` claims the replay
+fails with "gave up after N attempts: <the last error, or the worker died>". A failed replay is run again by an
+operator (`replay_rerun`) or by mining the same content again.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,7 +25,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
@@ -24,7 +35,7 @@ from procedures import core
 from procedures.core.gate import regression_gate
 from reviews.rubric_floor import FloorResult, rubric_floor_check
 from trajectories.core import TrajectoryStep
-from trajectories.job_services import jobs_create, jobs_expire
+from trajectories.job_services import answering_agents, jobs_create, jobs_expire
 from trajectories.models import Job, JobStatus, Outcome, Run, Step
 
 from .mining import content_revision, intent_key, split_ids, trajectory_id
@@ -55,6 +66,14 @@ class NotAllowed(PermissionError):
 
 class InvalidFloor(ValueError):
     """A rubric floor outside [0, 1]."""
+
+
+class ReplayRefused(ValueError):
+    """A replay cannot be run again as asked; the message says why. Nothing was written."""
+
+
+class LeaseLost(Exception):
+    """Another worker took this offline replay over (our lease ran out): stop without writing."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +218,9 @@ def procedure_mine(
                     before={"mined_through_run_id": before_mark},
                     after={"mined_through_run_id": newest, "version": existing.number, "new_version": False},
                 )
-            return MineResult(version=existing, created=False)
+            # The same content again: a replay that errored or gave up (not one whose gate failed) is queued anew.
+            replays = _requeue(existing, procedure, actor=actor, modes=_modes_to_rerun(existing, errored_only=True))
+            return MineResult(version=existing, created=False, replays=replays)
         number = (ProcedureVersion.objects.filter(procedure=procedure).aggregate(n=Max("number"))["n"] or 0) + 1
         version = ProcedureVersion.objects.create(
             procedure=procedure,
@@ -251,6 +272,65 @@ def _queue_replay(version: ProcedureVersion, procedure: Procedure, mode: str) ->
         held_out_run_ids=version.held_out_run_ids,
         deadline=deadline,
     )
+
+
+def _modes_to_rerun(version: ProcedureVersion, *, errored_only: bool) -> list[str]:
+    """The modes whose newest replay of the version failed (errored or gave up; with errored_only False, also a
+    finished replay whose gate failed). Empty while a replay is queued or running."""
+    newest: dict[str, tuple[str, Any]] = {}
+    for mode, status, gate in (
+        ReplayRun.objects.filter(version=version).order_by("-id").values_list("mode", "status", "gate_report")
+    ):
+        if status in (ReplayStatus.QUEUED, ReplayStatus.RUNNING):
+            return []
+        newest.setdefault(mode, (status, gate))
+    return [
+        mode
+        for mode, (status, gate) in sorted(newest.items())
+        if status == ReplayStatus.FAILED or (not errored_only and not (gate or {}).get("passed"))
+    ]
+
+
+def _requeue(
+    version: ProcedureVersion, procedure: Procedure, *, actor: Actor, modes: Sequence[str]
+) -> tuple[ReplayRun, ...]:
+    """Inside the caller's transaction (procedure locked): queue a new replay per mode, on the version's held-out
+    cases, compared with today's active version; a failed version goes back to replaying. Audited."""
+    if not modes:
+        return ()
+    version = ProcedureVersion.objects.select_for_update().get(pk=version.pk)
+    before = version.status
+    if before == VersionStatus.FAILED:
+        version.status = VersionStatus.REPLAYING
+        version.save(update_fields=["status"])
+    replays = tuple(_queue_replay(version, procedure, mode) for mode in modes)
+    audit_record(
+        actor=actor,
+        verb="replay.rerun",
+        target=version,
+        before={"status": before},
+        after={"status": version.status, "replays": [{"id": r.pk, "mode": r.mode} for r in replays]},
+    )
+    for replay in replays:
+        _enqueue_replay_on_commit(replay)
+    return replays
+
+
+def replay_rerun(*, actor: Actor, version: ProcedureVersion) -> tuple[ReplayRun, ...]:
+    """An operator runs a failed version's replay again with the same settings (its held-out cases, each mode whose
+    newest replay failed or did not pass its gate), compared with the version active now. ReplayRefused says why
+    not (a replay still open, a version that did not fail)."""
+    _check_miner(actor)
+    with transaction.atomic(durable=True):
+        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
+        current = ProcedureVersion.objects.get(pk=version.pk)
+        open_replays = ReplayRun.objects.filter(version=current, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING))
+        if open_replays.exists():
+            raise ReplayRefused(f"version {current.number} has a replay queued or running; wait for it")
+        if current.status != VersionStatus.FAILED:
+            raise ReplayRefused(f"only a failed version's replay is run again (v{current.number} is {current.status})")
+        modes = _modes_to_rerun(current, errored_only=False) or [ReplayMode.OFFLINE]
+        return _requeue(current, procedure, actor=actor, modes=modes)
 
 
 def _enqueue_replay_on_commit(replay: ReplayRun) -> None:
@@ -326,41 +406,144 @@ def procedure_version_amend(
 
 
 # --- replay --------------------------------------------------------------------------------------------------------
-def _start(replay: ReplayRun, *, actor: Actor) -> bool:
-    """Move a queued replay to running (and its version to replaying) in one transaction; False if not queued."""
+def replay_lease_seconds() -> int:
+    """An offline replay's lease; by default the task time limit, so a replay slower than its heartbeats is killed
+    by Celery before another worker could take it over."""
+    default = getattr(settings, "CELERY_TASK_TIME_LIMIT", None) or 15 * 60
+    return int(getattr(settings, "WAYMARK_REPLAY_LEASE_SECONDS", default))
+
+
+def replay_max_attempts() -> int:
+    return int(getattr(settings, "WAYMARK_REPLAY_MAX_ATTEMPTS", 3))
+
+
+def replay_worker_name(task_id: str | None = None) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{task_id or uuid.uuid4().hex[:12]}"[:200]
+
+
+def _claim(replay_id: int, worker: str, *, actor: Actor, now: datetime | None = None) -> ReplayRun | None:
+    """Take an offline replay that is queued, or running with a lease that ran out (its worker died), with a lease;
+    the version moves to replaying. None when it is finished or another worker holds it."""
+    now = now or timezone.now()
+    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     with transaction.atomic(durable=True):
-        started = ReplayRun.objects.filter(pk=replay.pk, status=ReplayStatus.QUEUED).update(
-            status=ReplayStatus.RUNNING, started_at=timezone.now()
+        before = ReplayRun.objects.filter(pk=replay_id).values("status", "lease_owner").first()
+        taken = ReplayRun.objects.filter(
+            free, pk=replay_id, mode=ReplayMode.OFFLINE, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING)
+        ).update(
+            status=ReplayStatus.RUNNING,
+            lease_owner=worker[:200],
+            lease_expires_at=now + timedelta(seconds=replay_lease_seconds()),
+            attempts=F("attempts") + 1,
+            started_at=Coalesce(F("started_at"), Value(now)),
         )
-        if not started:
-            return False
+        if not taken:
+            return None
+        replay = ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay_id)
         ProcedureVersion.objects.filter(pk=replay.version_id, status=VersionStatus.CANDIDATE).update(
             status=VersionStatus.REPLAYING
         )
+        takeover = replay.attempts > 1
         audit_record(
-            actor=actor, verb="replay.start", target=replay, before={"status": "queued"}, after={"status": "running"}
+            actor=actor,
+            verb="replay.takeover" if takeover else "replay.start",
+            target=replay,
+            before={"status": before["status"], **({"lease_owner": before["lease_owner"]} if takeover else {})},
+            after={"status": "running", "attempt": replay.attempts},
         )
-    return True
+    return replay
 
 
-def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None) -> ReplayRun:
+def replay_heartbeat(replay: ReplayRun, worker: str, stage: str) -> None:
+    """Renew the lease of an offline replay we hold (at every stage); LeaseLost when another worker took it."""
+    lease = timezone.now() + timedelta(seconds=replay_lease_seconds())
+    held = ReplayRun.objects.filter(pk=replay.pk, lease_owner=worker, status=ReplayStatus.RUNNING)
+    if not held.update(lease_expires_at=lease):
+        raise LeaseLost(f"replay {replay.pk} is no longer held by {worker} ({stage})")
+
+
+def _release(replay: ReplayRun, worker: str, error: str) -> None:
+    """A transient error: give the lease back (keeping the error) so Celery's retry can claim the replay again."""
+    ReplayRun.objects.filter(pk=replay.pk, lease_owner=worker, status=ReplayStatus.RUNNING).update(
+        lease_owner="", lease_expires_at=None, error=error[:2000]
+    )
+
+
+def _gave_up(replay: ReplayRun, attempts: int) -> str:
+    return f"gave up after {attempts} attempts: {replay.error or 'the worker died'}"
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    from config.celery import TRANSIENT_ERRORS
+
+    return TRANSIENT_ERRORS
+
+
+def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None, worker: str | None = None) -> ReplayRun:
     """Evaluate the version (and the one it is compared with) on the recorded held-out runs; store cases, metrics
-    and the gate report, then settle the version's status. Does nothing unless the replay is queued."""
+    and the gate report, then settle the version's status. Does nothing unless the replay is queued, or running
+    with an expired lease (its worker died: this call takes it over)."""
     actor = actor or Actor.system()
-    replay = ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay.pk)
-    if replay.mode != ReplayMode.OFFLINE or not _start(replay, actor=actor):
-        return replay
+    worker = worker or replay_worker_name()
+    claimed = _claim(replay.pk, worker, actor=actor)
+    if claimed is None:
+        return ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay.pk)
+    replay = claimed
+    limit = replay_max_attempts()
+    if replay.attempts > limit:
+        return _fail(replay, actor=actor, error=_gave_up(replay, limit), worker=worker)
     try:
+        replay_heartbeat(replay, worker, "claimed")
         recorded = _case_runs(replay.held_out_run_ids)
+        replay_heartbeat(replay, worker, "loaded")
         cases = [core.ReplayCase(case_id=str(pk), run=recorded.get(pk)) for pk in replay.held_out_run_ids]
         report = core.replay_procedure(
             _procedure_steps(replay.version), cases, active=_procedure_steps(replay.compared_with), mode="offline"
         )
+        replay_heartbeat(replay, worker, "replayed")
+        rows = _case_rows(replay, report, result_runs={})
+        rubric = _offline_rubric_note(replay.version.procedure)
+        return _finish(replay, report, rows, actor=actor, rubric=rubric, worker=worker)
+    except LeaseLost:
+        logger.warning("offline replay %s: lease lost, another worker finishes it", replay.pk)
+        return ReplayRun.objects.get(pk=replay.pk)
+    except _transient_errors() as exc:  # a busy database, a dropped connection: Celery retries with backoff
+        _release(replay, worker, f"{type(exc).__name__}: {exc}")
+        raise
     except Exception as exc:  # bad stored data or a bug: the replay fails visibly instead of staying "running"
         logger.exception("offline replay %s failed", replay.pk)
-        return _fail(replay, actor=actor, error=f"{type(exc).__name__}: {exc}")
-    rows = _case_rows(replay, report, result_runs={})
-    return _finish(replay, report, rows, actor=actor, rubric=_offline_rubric_note(replay.version.procedure))
+        return _fail(replay, actor=actor, error=f"{type(exc).__name__}: {exc}", worker=worker)
+
+
+def replay_lease_wait(replay_id: int) -> float | None:
+    """Seconds until the lease of a running offline replay runs out (None: finished, or nobody holds it)."""
+    expires = (
+        ReplayRun.objects.filter(pk=replay_id, status=ReplayStatus.RUNNING, lease_expires_at__isnull=False)
+        .values_list("lease_expires_at", flat=True)
+        .first()
+    )
+    return None if expires is None else max(0.0, (expires - timezone.now()).total_seconds())
+
+
+def replays_to_requeue(*, actor: Actor | None = None, now: datetime | None = None) -> list[int]:
+    """Celery beat: offline replays nobody holds any more (running with a lease that ran out, or queued for longer
+    than a lease with no claim: a lost message). Those that used up their attempts fail with the reason; the ids
+    of the others are returned for the caller to enqueue again."""
+    actor = actor or Actor.system()
+    now = now or timezone.now()
+    lease = timedelta(seconds=replay_lease_seconds())
+    lapsed = Q(status=ReplayStatus.RUNNING) & (
+        Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, started_at__lt=now - lease)
+    )
+    lost = Q(status=ReplayStatus.QUEUED, lease_expires_at__isnull=True, created_at__lt=now - lease)
+    limit = replay_max_attempts()
+    requeue = []
+    for replay in ReplayRun.objects.filter(lapsed | lost, mode=ReplayMode.OFFLINE).order_by("pk")[:100]:
+        if replay.attempts >= limit:
+            _fail(replay, actor=actor, error=_gave_up(replay, replay.attempts), expired_before=now)
+        else:
+            requeue.append(replay.pk)
+    return requeue
 
 
 def _case_rows(
@@ -425,10 +608,17 @@ def _live_rubric_floor(procedure: Procedure, answered: dict[tuple[str, int], int
         )
 
 
-def _gate_report(report: core.ReplayReport, rubric: FloorResult | dict[str, Any] | None) -> dict[str, Any]:
+def _gate_report(
+    report: core.ReplayReport,
+    rubric: FloorResult | dict[str, Any] | None,
+    agents: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The regression gate, plus the rubric floor: an applied floor is one more check (and can fail the gate); a
-    floor that was not applied is only reported under "rubric"."""
+    floor that was not applied is only reported under "rubric". A live replay's report names the agents whose
+    answers it counts under "agents"."""
     gate = regression_gate(report.metrics, report.active_metrics, core.DEFAULT_PROCEDURE_CHECKS).to_dict()
+    if agents is not None:
+        gate["agents"] = agents
     if isinstance(rubric, FloorResult):
         if rubric.applied:
             gate["checks"].append(rubric.as_check())
@@ -471,12 +661,17 @@ def _finish(
     *,
     actor: Actor,
     rubric: FloorResult | dict[str, Any] | None = None,
+    agents: list[dict[str, Any]] | None = None,
+    worker: str | None = None,
 ) -> ReplayRun:
-    gate = _gate_report(report, rubric)
+    """Write the cases, metrics and gate report and settle the version, in one transaction, once: only a running
+    replay (held by `worker`, for an offline one) is finished; cases a dead attempt could have left are replaced."""
+    gate = _gate_report(report, rubric, agents)
     with transaction.atomic(durable=True):
         locked = ReplayRun.objects.select_for_update().get(pk=replay.pk)
-        if locked.status != ReplayStatus.RUNNING:
+        if locked.status != ReplayStatus.RUNNING or (worker is not None and locked.lease_owner != worker):
             return locked
+        ReplayCase.objects.filter(replay=locked).delete()
         ReplayCase.objects.bulk_create(rows, batch_size=2000)
         locked.metrics = {
             "candidate": dict(report.metrics),
@@ -486,7 +681,18 @@ def _finish(
         locked.report = _report_summary(report)
         locked.status = ReplayStatus.DONE
         locked.finished_at = timezone.now()
-        locked.save(update_fields=["metrics", "gate_report", "report", "status", "finished_at"])
+        locked.lease_owner, locked.lease_expires_at = "", None
+        locked.save(
+            update_fields=[
+                "metrics",
+                "gate_report",
+                "report",
+                "status",
+                "finished_at",
+                "lease_owner",
+                "lease_expires_at",
+            ]
+        )
         status = _settle_version(locked.version_id)
         audit_record(
             actor=actor,
@@ -500,21 +706,36 @@ def _finish(
                 "failed_checks": [check["metric"] for check in gate["checks"] if not check["passed"]],
                 "regressions": len(report.regressions),
                 "version_status": status,
+                **({"agents": [row["agent"] for row in agents]} if agents is not None else {}),
             },
         )
     return locked
 
 
-def _fail(replay: ReplayRun, *, actor: Actor, error: str) -> ReplayRun:
+def _fail(
+    replay: ReplayRun,
+    *,
+    actor: Actor,
+    error: str,
+    worker: str | None = None,
+    expired_before: datetime | None = None,
+) -> ReplayRun:
+    """Fail an open replay (only while `worker` holds it, or while its lease is still expired before
+    `expired_before`, when given) and settle its version."""
     with transaction.atomic(durable=True):
         locked = ReplayRun.objects.select_for_update().get(pk=replay.pk)
         if locked.status not in (ReplayStatus.QUEUED, ReplayStatus.RUNNING):
+            return locked
+        if worker is not None and locked.lease_owner != worker:
+            return locked
+        if expired_before is not None and locked.lease_expires_at and locked.lease_expires_at >= expired_before:
             return locked
         before = locked.status
         locked.status = ReplayStatus.FAILED
         locked.error = error[:2000]
         locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "error", "finished_at"])
+        locked.lease_owner, locked.lease_expires_at = "", None
+        locked.save(update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"])
         status = _settle_version(locked.version_id)
         audit_record(
             actor=actor,
@@ -532,21 +753,20 @@ def _settle_version(version_id: int) -> str:
     version = ProcedureVersion.objects.select_for_update().get(pk=version_id)
     if version.status not in (VersionStatus.CANDIDATE, VersionStatus.REPLAYING):
         return version.status
-    replays = list(ReplayRun.objects.filter(version_id=version_id).values_list("status", "gate_report"))
-    if any(status in (ReplayStatus.QUEUED, ReplayStatus.RUNNING) for status, _ in replays):
+    replays = list(
+        ReplayRun.objects.filter(version_id=version_id).order_by("-id").values_list("mode", "status", "gate_report")
+    )
+    if any(status in (ReplayStatus.QUEUED, ReplayStatus.RUNNING) for _, status, _ in replays):
         return version.status
-    passed = bool(replays) and all(
-        status == ReplayStatus.DONE and gate and gate.get("passed") for status, gate in replays
+    newest: dict[str, tuple[str, Any]] = {}  # a replay run again supersedes the earlier one of its mode
+    for mode, status, gate in replays:
+        newest.setdefault(mode, (status, gate))
+    passed = bool(newest) and all(
+        status == ReplayStatus.DONE and gate and gate.get("passed") for status, gate in newest.values()
     )
     version.status = VersionStatus.READY if passed else VersionStatus.FAILED
     version.save(update_fields=["status"])
     return version.status
-
-
-def replays_reaped(replay_ids: list[int]) -> None:
-    """Called by the stuck-work reaper inside its transaction: the versions of reaped (failed) replays settle."""
-    for version_id in set(ReplayRun.objects.filter(pk__in=replay_ids).values_list("version_id", flat=True)):
-        _settle_version(version_id)
 
 
 # --- live replay ----------------------------------------------------------------------------------------------------
@@ -636,7 +856,7 @@ def replay_live_settle(*, replay: ReplayRun, actor: Actor | None = None, now: da
         with transaction.atomic(durable=True):
             expired = jobs_expire(subject=replay_subject(replay), now=now)
             audit_record(actor=actor, verb="replay.deadline", target=replay, after={"expired_jobs": expired})
-    return _finish(replay, report, rows, actor=actor, rubric=rubric)
+    return _finish(replay, report, rows, actor=actor, rubric=rubric, agents=answering_agents(replay_subject(replay)))
 
 
 def overdue_live_replays(now: datetime | None = None) -> list[int]:

@@ -11,11 +11,27 @@ from .models import ReplayRun
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
 
 
-@shared_task(name="procedures.replay_offline", ignore_result=True, **RETRY)
-def replay_offline(replay_id: int) -> None:
+@shared_task(name="procedures.replay_offline", bind=True, ignore_result=True, **RETRY)
+def replay_offline(self, replay_id: int) -> None:
+    """Claim the offline replay with a lease and run it. A message redelivered while another worker's lease is still
+    live (say, the pool process was killed a moment ago) comes back when that lease runs out and takes over."""
     replay = ReplayRun.objects.filter(pk=replay_id).first()
-    if replay is not None:
-        services.replay_offline_run(replay=replay)
+    if replay is None:
+        return
+    services.replay_offline_run(replay=replay, worker=services.replay_worker_name(self.request.id))
+    wait = services.replay_lease_wait(replay_id)
+    if wait is not None and wait > 0 and not self.request.is_eager:  # held elsewhere: look again when it runs out
+        self.apply_async((replay_id,), countdown=wait + 1)
+
+
+@shared_task(name="procedures.requeue_expired_replays", ignore_result=True)
+def requeue_expired_replays() -> list[int]:
+    """Celery beat, every minute: offline replays whose worker died (lease ran out) or whose message was lost are
+    enqueued again; those out of attempts fail with the reason."""
+    ids = services.replays_to_requeue()
+    for replay_id in ids:
+        replay_offline.delay(replay_id)
+    return ids
 
 
 @shared_task(name="procedures.replay_live_start", ignore_result=True, **RETRY)

@@ -9,4 +9,5 @@ urlpatterns = [
     path("versions/<int:pk>/", views.version_view, name="version"),
     path("versions/<int:pk>/amend/", views.amend_view, name="amend"),
     path("versions/<int:pk>/rubric-floor/", views.rubric_floor_view, name="rubric_floor"),
+    path("versions/<int:pk>/rerun/", views.rerun_view, name="rerun"),
 ]

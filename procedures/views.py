@@ -68,6 +68,8 @@ def mine_view(request: HttpRequest) -> HttpResponse:
     version = result.version
     if result.created:
         messages.success(request, f"Mined version {version.number}; its replay is queued.")
+    elif result.replays:
+        messages.info(request, f"The runs give version {version.number} again; its failed replay is queued again.")
     else:
         messages.info(request, f"Nothing new: the runs give version {version.number} again.")
     return redirect("procedures:version", pk=version.pk)
@@ -179,4 +181,21 @@ def rubric_floor_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, "No rubric floor: live replays are gated on their metrics only.")
     else:
         messages.success(request, f"Rubric floor {floor:g}: live replays settled from now on are judged against it.")
+    return redirect("procedures:version", pk=pk)
+
+
+@login_required
+@require_POST
+def rerun_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Run a failed version's replay again with the same settings (operators; audited as replay.rerun)."""
+    if not request.user.is_operator:
+        raise PermissionDenied("re-running a replay needs the operator role")
+    version = selectors.version_by_id(pk)
+    try:
+        replays = services.replay_rerun(actor=Actor.of_request(request), version=version)
+    except services.ReplayRefused as exc:
+        messages.error(request, str(exc))
+        return redirect("procedures:version", pk=pk)
+    modes = " and ".join(replay.mode for replay in replays)
+    messages.success(request, f"The {modes} replay of version {version.number} is queued again.")
     return redirect("procedures:version", pk=pk)

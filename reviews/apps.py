@@ -5,4 +5,6 @@ class ReviewsConfig(AppConfig):
     name = "reviews"
 
     def ready(self) -> None:
-        from . import rubric_promotable  # noqa: F401 (registers rubric versions as a promotable kind)
+        from . import audit_blinding, rubric_promotable  # noqa: F401 (registers rubric versions as a promotable kind)
+
+        audit_blinding.register()  # judgments in the audit log are sealed until the request closes

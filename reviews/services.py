@@ -7,20 +7,23 @@ webhook deliveries are outbox rows of the same transaction, sent by a Celery tas
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import base64
+import http.client
+import ipaddress
 import json
 import secrets
+import socket
+import ssl
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
 
 from accounts.models import User
 from accounts.services import Actor, audit_record
@@ -46,9 +49,8 @@ MAX_TEXT = 5000
 WEBHOOK_MAX_ATTEMPTS = 6
 WEBHOOK_BASE_DELAY = timedelta(seconds=30)
 WEBHOOK_MAX_DELAY = timedelta(hours=1)
-WEBHOOK_TIMEOUT_SECONDS = 10
+WEBHOOK_TIMEOUT_SECONDS = 5  # for the connection and for each read: a slow endpoint is a failed attempt
 WEBHOOK_CLAIM = timedelta(minutes=2)  # a claimed attempt not recorded by then may be tried again
-SIGNATURE_HEADER = "X-Waymark-Signature"
 
 
 def _after_expected_read(request: PromotionRequest) -> None:
@@ -503,9 +505,25 @@ def webhook_body(payload: dict) -> bytes:
     return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
 
 
-def webhook_signature(secret: str, body: bytes) -> str:
-    """`sha256=<hex HMAC-SHA256 of the raw body with the endpoint's secret>`, sent in X-Waymark-Signature."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def webhook_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def webhook_id(delivery_id: int) -> str:
+    """The `webhook-id` of a delivery: the same on every retry, so receivers can drop duplicates."""
+    return f"msg_waymark_{delivery_id}"
+
+
+def webhook_headers(secret: str, *, message_id: str, timestamp: datetime, body: bytes) -> dict[str, str]:
+    """Standard Webhooks headers (https://www.standardwebhooks.com): `webhook-signature` is `v1,<base64 HMAC-SHA256
+    of "<webhook-id>.<webhook-timestamp>.<body>">` keyed with the endpoint's secret, so a captured delivery cannot be
+    replayed once receivers reject old timestamps (the standard library's verify allows 5 minutes)."""
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(timestamp.timestamp())),
+        "webhook-signature": Webhook(secret).sign(msg_id=message_id, timestamp=timestamp, data=body.decode()),
+    }
 
 
 def webhook_backoff(attempts: int) -> timedelta:
@@ -513,13 +531,73 @@ def webhook_backoff(attempts: int) -> timedelta:
     return min(WEBHOOK_BASE_DELAY * (2 ** max(attempts - 1, 0)), WEBHOOK_MAX_DELAY)
 
 
+class UnsafeTarget(Exception):
+    """A webhook URL whose host is (or resolves to) an address Waymark must not call."""
+
+
+def _allow_private() -> bool:
+    return bool(getattr(settings, "WAYMARK_WEBHOOKS_ALLOW_PRIVATE", False))
+
+
+def _unsafe_reason(address: str) -> str:
+    """Why an address may not be called ("" when it may): private, loopback, link-local, multicast, reserved,
+    unspecified or otherwise not globally routable (IPv4-mapped IPv6 judged as its IPv4 address)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    for what in ("loopback", "link_local", "multicast", "reserved", "unspecified", "private"):
+        if getattr(ip, f"is_{what}"):
+            return f"{ip} is a {what.replace('_', '-')} address"
+    if not ip.is_global:
+        return f"{ip} is not a public address"
+    return ""
+
+
+def _literal_ip(host: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
+
+
+def resolve_webhook_target(host: str, port: int) -> list[str]:
+    """The addresses to connect to for `host`, every one of them public (unless WAYMARK_WEBHOOKS_ALLOW_PRIVATE).
+    Raises UnsafeTarget when any is not, OSError when the name does not resolve."""
+    literal = _literal_ip(host)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    if not _allow_private():
+        for address in addresses:
+            reason = _unsafe_reason(address)
+            if reason:
+                raise UnsafeTarget(f"{host} is refused: {reason}")
+    return addresses
+
+
+def _port(parts) -> int:
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
 def _clean_url(url: str) -> str:
     url = (url or "").strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = _port(parts)
+    except ValueError:
+        raise Invalid("the endpoint URL must be an http:// or https:// URL", code="invalid_url") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid("the endpoint URL must be an http:// or https:// URL", code="invalid_url")
     if len(url) > 500:
         raise Invalid("the endpoint URL has at most 500 characters", code="too_long")
+    try:
+        resolve_webhook_target(parts.hostname, port)
+    except UnsafeTarget as exc:
+        raise Invalid(f"{exc}; webhooks go to public addresses only", code="unsafe_url") from None
+    except (OSError, UnicodeError):
+        pass  # a name that does not resolve yet is checked again at every delivery
     return url
 
 
@@ -531,7 +609,7 @@ def webhook_endpoint_create(*, actor: Actor, url: str, events: list[str]) -> tup
     unknown = sorted(set(events) - set(WebhookEvent.values))
     if not events or unknown:
         raise Invalid(f"choose events among {', '.join(WebhookEvent.values)}", code="invalid_events")
-    secret = "whsec_" + secrets.token_urlsafe(32)
+    secret = webhook_secret()
     with transaction.atomic(durable=True):
         endpoint = WebhookEndpoint.objects.create(url=url, secret=secret, events=events, created_by=user)
         audit_record(actor=actor, verb="webhook_endpoint.create", target=endpoint, after={"url": url, "events": events})
@@ -571,15 +649,54 @@ def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
     return delivery
 
 
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to an address resolved and vetted beforehand (no second lookup an attacker's DNS could change)."""
+
+    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
 def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str]:
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    """POST once to the vetted address of `url`; redirects are never followed (a 3xx is a failed attempt)."""
+    parts = urlsplit(url)
     try:
-        with urllib.request.urlopen(req, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return None, str(getattr(exc, "reason", exc))[:500]
+        host, port = parts.hostname or "", _port(parts)
+        addresses = resolve_webhook_target(host, port)
+    except UnsafeTarget as exc:
+        return None, str(exc)[:500]
+    except (OSError, UnicodeError, ValueError) as exc:
+        return None, f"cannot resolve {parts.hostname}: {exc}"[:500]
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
+    connection = connection_class(host, port, address=addresses[0], timeout=WEBHOOK_TIMEOUT_SECONDS)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read(64 * 1024)
+        status = response.status
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return None, (str(exc) or type(exc).__name__)[:500]
+    finally:
+        connection.close()
+    if 200 <= status < 300:
+        return status, ""
+    if 300 <= status < 400:
+        return status, f"HTTP {status}: redirects are not followed"
+    return status, f"HTTP {status}"
 
 
 def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> WebhookDelivery | None:
@@ -597,7 +714,7 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
         "User-Agent": "Waymark-Webhooks/1",
         "X-Waymark-Event": delivery.event,
         "X-Waymark-Delivery": str(delivery.pk),
-        SIGNATURE_HEADER: webhook_signature(delivery.endpoint.secret, body),
+        **webhook_headers(delivery.endpoint.secret, message_id=webhook_id(delivery.pk), timestamp=now, body=body),
     }
     started = time.monotonic()
     status_code, error = _post(delivery.endpoint.url, body, headers)

@@ -16,8 +16,8 @@ cat <<MSG
     rita, rob — reviewers
     otto      — operator
     vera      — read-only (no role)
-  Agent token "demo-agent" (scopes for ingest, graphs, procedures, evaluations):
-    $(cat "${WAYMARK_VAR_DIR:-var}/demo-agent-token" 2>/dev/null || echo "not saved; create one: manage.py create_api_token")
+  Agent token "demo-agent" (scopes for ingest, graphs, procedures, evaluations) is saved in:
+    $(token_file="${WAYMARK_VAR_DIR:-var}/demo-agent-token"; [ -s "$token_file" ] && echo "$token_file  (read it with: cat $token_file)" || echo "nowhere yet; create one: manage.py create_api_token")
   Stop with Ctrl-C.
 
 MSG

@@ -65,6 +65,32 @@ def make_token(db):
 
 
 @pytest.fixture
+def agent(db):
+    """An agent identity (a service account created by an operator): the only kind of user whose tokens may hold
+    trajectories:write and evaluations:run."""
+    from accounts.services import agent_create
+
+    return agent_create(actor=Actor.system(), name="agent-007")
+
+
+@pytest.fixture
+def make_agent_token(db):
+    """make_agent_token(*scopes, name="agent-…") -> the plaintext of a token of an agent identity (created on first
+    use of a name, reused after)."""
+    from accounts.models import User
+    from accounts.services import agent_create
+
+    def make(*scopes: str, name: str = "test-agent") -> str:
+        agent = User.objects.filter(username=name, is_agent=True).first() or agent_create(
+            actor=Actor.system(), name=name
+        )
+        _, plaintext = api_token_create(actor=Actor.system(), user=agent, name="test", scopes=list(scopes))
+        return plaintext
+
+    return make
+
+
+@pytest.fixture
 def api_client():
     """An API client: api_client.get(path, token=…), .post(path, json, token=…)."""
 

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from accounts.management.commands.seed_demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
 from accounts.models import ApiToken, AuditEvent, User
@@ -40,7 +41,8 @@ def _totals() -> dict[str, int]:
 def test_it_creates_a_user_for_each_role(db, var_dir):
     seed()
     users = {u.username: u for u in User.objects.all()}
-    assert set(users) == {"admin", "rita", "rob", "otto", "vera"}
+    assert set(users) == {"admin", "rita", "rob", "otto", "vera", "demo-agent"}
+    assert [u.username for u in users.values() if u.is_agent] == ["demo-agent"]
     assert users["admin"].is_superuser and users["admin"].is_admin
     assert users["rita"].is_reviewer and users["rob"].is_reviewer and not users["rita"].is_operator
     assert users["otto"].is_operator and not users["otto"].is_admin
@@ -64,16 +66,17 @@ def test_the_demo_users_can_log_in_with_the_demo_password(db, var_dir, username)
     assert client.get("/").status_code == 200
 
 
-def test_it_prints_the_agent_token_once_and_saves_it_privately(db, var_dir):
+def test_it_saves_the_agent_token_privately_and_prints_only_where(db, var_dir):
     output = seed()
     token_file = var_dir / DEMO_TOKEN_FILENAME
     plaintext = token_file.read_text().strip()
-    assert plaintext.startswith("wm_") and plaintext in output
+    assert plaintext.startswith("wm_") and plaintext not in output and str(token_file) in output
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
 
     token = api_token_authenticate(plaintext)
     assert token is not None and token.name == "demo-agent"
     assert sorted(token.scopes) == sorted(DEMO_TOKEN_SCOPES)
+    assert token.user.username == "demo-agent" and token.user.is_agent  # an agent identity, not a person
 
     again = seed()
     assert plaintext not in again
@@ -105,10 +108,29 @@ def test_it_replaces_a_revoked_agent_token(db, var_dir):
 
     new = ApiToken.objects.get(name="demo-agent", revoked_at__isnull=True)
     assert new.pk != old.pk
-    assert (var_dir / DEMO_TOKEN_FILENAME).read_text().strip() in output
+    plaintext = (var_dir / DEMO_TOKEN_FILENAME).read_text().strip()
+    assert api_token_authenticate(plaintext).pk == new.pk
+    assert plaintext not in output and str(var_dir / DEMO_TOKEN_FILENAME) in output
 
 
 def test_every_user_it_creates_is_audited(db, var_dir):
     seed()
     created = set(AuditEvent.objects.filter(verb="user.create").values_list("target_label", flat=True))
     assert created == {"admin", "rita", "rob", "otto", "vera"}
+
+
+def test_a_demo_token_of_an_older_seed_owned_by_a_person_is_replaced(db, var_dir):
+    from accounts.tokens import new_token
+
+    seed()
+    otto = User.objects.get(username="otto")
+    ApiToken.objects.filter(user__username="demo-agent").update(revoked_at=timezone.now())
+    _, prefix, digest = new_token()
+    legacy = ApiToken.objects.create(
+        user=otto, name="demo-agent", prefix=prefix, digest=digest, scopes=["evaluations:run"]
+    )
+    seed()
+    legacy.refresh_from_db()
+    assert legacy.revoked_at is not None
+    token = api_token_authenticate((var_dir / DEMO_TOKEN_FILENAME).read_text().strip())
+    assert token.user.username == "demo-agent" and "evaluations:run" in token.scopes

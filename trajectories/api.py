@@ -15,6 +15,7 @@ from accounts.services import Actor
 from config.auth import scoped
 from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
+from config.text import NOT_JSON_MESSAGE, is_json_request
 
 from . import selectors, services
 from .schemas import IngestIn, IngestOut, RunDetailOut, RunFilterIn, RunPageOut, inlined_json_schema
@@ -46,6 +47,8 @@ def _read_body(request: HttpRequest) -> bytes:
         raise _too_large(limit)
     if len(body) > limit:
         raise _too_large(limit)
+    if body and not is_json_request(request):  # an empty body is malformed JSON whatever its type
+        raise ApiError(400, "unsupported_media_type", NOT_JSON_MESSAGE, {"content_type": request.content_type or ""})
     return body
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from config.text import SURROGATE_MESSAGE, dotted, first_unencodable
+
 from .core.openai_chat import TranscriptError, transcript_to_run_item
 
 FORMATS = ("jsonl", "openai-chat")
@@ -16,15 +18,24 @@ class ImportFormatError(ValueError):
     """The file cannot be read in the requested format; the message names the line or record."""
 
 
+def _require_encodable(record: Any, where: str) -> Any:
+    """A JSON escape such as "\\ud800" decodes to a lone surrogate, which no database can store: name where it is."""
+    path = first_unencodable(record)
+    if path is not None:
+        raise ImportFormatError(f"{where}: {dotted(path) or 'the record'} {SURROGATE_MESSAGE}")
+    return record
+
+
 def _json_lines(text: str) -> list[Any]:
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError as exc:
             raise ImportFormatError(f"line {number} is not valid JSON: {exc}") from None
+        records.append(_require_encodable(record, f"line {number}"))
     return records
 
 
@@ -56,6 +67,7 @@ def read_run_items(path: Path, *, fmt: str, source: str | None = None) -> list[d
         return items
     items = []
     for index, record in enumerate(_json_array_or_lines(text)):
+        _require_encodable(record, f"record {index}")
         try:
             items.append(transcript_to_run_item(record, source=source or DEFAULT_OPENAI_SOURCE))
         except TranscriptError as exc:

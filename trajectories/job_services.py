@@ -5,8 +5,9 @@
 * `job_claim` leases the oldest claimable job among one kind or several (one agent loop serves several kinds):
   queued, or leased with a lease that ran out; never one past its deadline. PostgreSQL skips rows other claimers
   hold (SELECT … FOR UPDATE SKIP LOCKED); every database also re-checks the status in a conditional update, so two
-  claimers never get the same lease.
-* `job_complete` stores the answered run through trajectories.services.run_ingest_batch (same validation, all or
+  claimers never get the same lease. The claiming token is stored (`claimed_by_token`); `worker` is informational.
+* `job_complete` accepts an answer only from the token of the latest claim (NotClaimant otherwise, even for a
+  repeat), then stores the answered run through trajectories.services.run_ingest_batch (same validation, all or
   nothing) under a fixed identity (source "waymark-evaluation", external_id "job-<id>"): posting a result twice
   stores one run and counts one answer.
 * `jobs_reap` returns expired leases to the queue and expires jobs past their deadline.
@@ -36,6 +37,10 @@ REAP_BATCH = 500
 
 class JobClosed(Exception):
     """The job can no longer be answered (expired) or was never claimed."""
+
+
+class NotClaimant(Exception):
+    """The answer comes from another token than the one that claimed the job (its latest claim)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,11 @@ def job_claim(
                 _claimable(names, now)
                 .filter(pk=job.pk, status=job.status)
                 .update(
-                    status=JobStatus.LEASED, lease_owner=worker, lease_expires_at=expires, attempts=job.attempts + 1
+                    status=JobStatus.LEASED,
+                    lease_owner=worker,
+                    claimed_by_token=actor.token,
+                    lease_expires_at=expires,
+                    attempts=job.attempts + 1,
                 )
             )
             if not taken:
@@ -114,7 +123,12 @@ def job_claim(
                 verb="job.claim",
                 target=job,
                 before=before,
-                after={"status": job.status, "lease_owner": worker, "lease_expires_at": expires.isoformat()},
+                after={
+                    "status": job.status,
+                    "lease_owner": worker,
+                    "token": actor.token.pk if actor.token is not None else None,
+                    "lease_expires_at": expires.isoformat(),
+                },
             )
             return job
     return None
@@ -143,24 +157,38 @@ def _check_answerable(job: Job, now: datetime) -> None:
         raise JobClosed(f"job {job.pk} has not been claimed: claim it before answering")
 
 
+def _check_claimant(job: Job, actor: Actor) -> None:
+    """Only the token of the job's latest claim may answer it (a claim without a token: only an answer without one)."""
+    if job.attempts == 0:
+        return  # never claimed: _check_answerable says so
+    token_id = actor.token.pk if actor.token is not None else None
+    if job.claimed_by_token_id != token_id:
+        raise NotClaimant(f"job {job.pk} was claimed by another token: only the token that claimed it may answer it")
+
+
 def job_complete(*, job: Job, run_items: Any, actor: Actor | None = None, now: datetime | None = None) -> JobAnswer:
     """Answer `job` with one run in the ingest format. Bad input raises IngestInvalid and writes nothing; an
-    expired or unclaimed job raises JobClosed; a repeat of an answered job returns its run, `counted` False."""
+    expired or unclaimed job raises JobClosed; an answer from another token than the claiming one raises NotClaimant
+    (a repeat included); a repeat of an answered job returns its run, `counted` False."""
     actor = actor or Actor.system()
     now = now or timezone.now()
     job = Job.objects.get(pk=job.pk)
+    if job.status != JobStatus.DONE:
+        _check_answerable(job, now)  # an expired or unclaimed job is closed to everyone: 409 before who asks
+    _check_claimant(job, actor)
     if job.status == JobStatus.DONE:
         return JobAnswer(job=job, run_id=job.result_run_id, counted=False)
-    _check_answerable(job, now)
     items = _one_run(job, run_items)
     validate_ingest_items(items)
     ingested = run_ingest_batch(actor=actor, items=items)
     run_id = (ingested.created_ids or ingested.existing_ids)[0]
     with transaction.atomic(durable=True):
         locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.status != JobStatus.DONE:
+            _check_answerable(locked, now)
+        _check_claimant(locked, actor)
         if locked.status == JobStatus.DONE:
             return JobAnswer(job=locked, run_id=locked.result_run_id, counted=False)
-        _check_answerable(locked, now)
         before = {"status": locked.status, "lease_owner": locked.lease_owner}
         locked.status = JobStatus.DONE
         locked.result_run_id = run_id
@@ -174,6 +202,24 @@ def job_complete(*, job: Job, run_items: Any, actor: Actor | None = None, now: d
             callback = kind.on_answered
             transaction.on_commit(lambda: callback(locked.pk, locked.subject))
     return JobAnswer(job=locked, run_id=run_id, counted=True)
+
+
+def answering_agents(subject: str) -> list[dict[str, Any]]:
+    """Who produced the counted answers of `subject`'s jobs: one row per claiming token, with its agent identity
+    (username), token name and number of answers; the evidence a gate report names."""
+    rows = (
+        Job.objects.filter(subject=subject, status=JobStatus.DONE, result_run__isnull=False)
+        .values_list("claimed_by_token__user__username", "claimed_by_token__user__is_agent", "claimed_by_token__name")
+        .order_by()
+    )
+    counts: dict[tuple, int] = {}
+    for username, is_agent, token_name in rows:
+        key = (username or "unknown", bool(is_agent), token_name or "")
+        counts[key] = counts.get(key, 0) + 1
+    return [
+        {"agent": username, "is_agent": is_agent, "token": token_name, "answers": answers}
+        for (username, is_agent, token_name), answers in sorted(counts.items())
+    ]
 
 
 def jobs_expire(*, subject: str, now: datetime | None = None) -> int:

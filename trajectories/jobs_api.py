@@ -38,7 +38,8 @@ RESULT_RESPONSES = {
 }
 RESULT_DESCRIPTION = (
     "201 when the answer is counted; 200 when the job was answered already (the repeat is not counted again). 422 "
-    "names the invalid fields and nothing is written; 409 when the job is past its deadline or was never claimed."
+    "names the invalid fields and nothing is written; 409 when the job is past its deadline or was never claimed; 403 "
+    "`not_claimant` when another token claimed the job (only the claiming token's answer is accepted)."
 )
 
 
@@ -68,6 +69,10 @@ def answer_job(request: HttpRequest, *, job_id: int, run: dict[str, Any], kind: 
         )
     except job_services.JobClosed as exc:
         raise ApiError(409, "job_closed", str(exc))
+    except job_services.NotClaimant as exc:
+        # 403, not 409: the refusal depends on who asks, not on the job's state; the same call from the claiming
+        # token succeeds, and no retry by this token can (docs/decisions.md, trusted evidence).
+        raise ApiError(403, "not_claimant", str(exc), {"job_id": job.pk})
     out = {"job_id": job.pk, "run_id": answer.run_id, "counted": answer.counted}
     return Status(201 if answer.counted else 200, out)
 

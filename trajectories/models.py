@@ -101,7 +101,11 @@ class Job(models.Model):
     subject = models.CharField(max_length=120, blank=True)
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
-    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True)  # the claim's `worker`: informational only
+    # The token of the latest claim: the only one whose answer is accepted (trajectories.job_services.job_complete).
+    claimed_by_token = models.ForeignKey(
+        "accounts.ApiToken", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     result_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")

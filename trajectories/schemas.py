@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import copy
 import math
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints
+
+from config.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_encodable
 
 MAX_STEPS_PER_RUN = 2000
 MAX_TASK_CHARS = 20_000
@@ -22,13 +25,18 @@ MAX_DEPTH = 32
 
 
 def _without_nul(value: str) -> str:
+    """Text every database, template and response can hold: no NUL, no lone surrogate (not encodable as UTF-8)."""
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
-    return value
+    return require_encodable(value)
 
 
 def _storable(value: Any) -> Any:
-    """JSON that PostgreSQL's JSONB can hold: no NUL in strings or keys, finite numbers, at most MAX_DEPTH levels."""
+    """JSON that PostgreSQL's JSONB can hold: no NUL in strings or keys, no lone surrogates, finite numbers, at most
+    MAX_DEPTH levels."""
+    where = first_unencodable(value)
+    if where is not None:
+        raise ValueError(f"{SURROGATE_MESSAGE}: at {dotted(where) or 'the top level'}")
     pending = [(value, 0)]
     while pending:
         item, depth = pending.pop()
@@ -42,6 +50,11 @@ def _storable(value: Any) -> Any:
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             pending.extend((child, depth + 1) for child in children)
     return value
+
+
+def _nfc(value: Any) -> Any:
+    """Run identity is compared in Unicode NFC (docs/decisions.md): visually identical ids are one run."""
+    return unicodedata.normalize("NFC", value) if isinstance(value, str) else value
 
 
 def _in_range(moment: datetime) -> datetime:
@@ -58,12 +71,19 @@ def text(max_length: int | None = None, *, required: bool = False, strip: bool =
     return Annotated[str, constraints, AfterValidator(_without_nul)]
 
 
+def identity(max_length: int) -> Any:
+    """A run identity part (source, external_id): NFC-normalized before it is stripped and its length is checked."""
+    return Annotated[text(max_length, required=True), BeforeValidator(_nfc)]
+
+
 Clean = text(strip=False)
 JsonObject = Annotated[dict[str, Any], AfterValidator(_storable)]
-Moment = Annotated[datetime, AfterValidator(_in_range)]
+Moment = Annotated[datetime, AfterValidator(_in_range)]  # ISO 8601 or Unix seconds (docs/decisions.md)
 Outcome = Literal["success", "failure", "unknown"]
-TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
-Money = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
+# Strict numbers: "1" is not a number, true is not 1, 1.5 is not a token count (an integer is still a float).
+TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS, strict=True)]
+Money = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False, strict=True)]
+Score = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
 
 class InputSchema(BaseModel):
@@ -87,12 +107,12 @@ class StepIn(InputSchema):
 
 
 class RunIn(InputSchema):
-    source: text(100, required=True)
-    external_id: text(200, required=True)
+    source: identity(100)
+    external_id: identity(200)
     task: text(MAX_TASK_CHARS, strip=False) = ""
     intent: text(200) = ""
     outcome: Outcome = "unknown"
-    score: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    score: Score | None = None
     graph_workspace: text(100) = ""
     graph_revision: text(100) = ""
     metadata: JsonObject = Field(default_factory=dict)
@@ -160,7 +180,7 @@ class RunPageOut(Schema):
 
 class RunFilterIn(Schema):
     outcome: Outcome | None = None
-    source: Clean | None = None
+    source: Annotated[Clean, BeforeValidator(_nfc)] | None = None
     tool: Clean | None = None
     intent: Clean | None = None
     q: Clean | None = Field(None, description="text search in the task")
@@ -175,8 +195,8 @@ class JobInputSchema(Schema):
 
 
 class JobClaimIn(JobInputSchema):
-    worker: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
-    lease_seconds: int = Field(300, ge=1, le=3600)
+    worker: text(200) = ""
+    lease_seconds: int = Field(300, ge=1, le=3600, strict=True)
     kinds: Annotated[list[text(60, required=True)], Field(min_length=1, max_length=20)] | None = Field(
         None, description="the job kinds this agent can run; omitted: every kind (procedure_replay, graph_evaluation)"
     )

@@ -4,6 +4,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.utils.csp import CSP
 
 from .env import env_bool, env_int, env_list, env_str
 
@@ -24,6 +25,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_htmx",
+    "ninja",  # the API docs page from local static files (no CDN, no inline script: see SECURE_CSP)
     "accounts",
     "trajectories",
     "llm",
@@ -35,6 +37,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -45,7 +48,24 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
     "config.middleware.RejectNulMiddleware",
+    "config.busy.DatabaseBusyMiddleware",
 ]
+
+# Content-Security-Policy on every response: scripts only from our own static files (no inline script, no eval;
+# JSON islands of type application/json are data, not scripts). Inline styles stay allowed: Mermaid's drawings
+# carry their own <style> element.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -79,9 +99,13 @@ def _database_from_env() -> dict:
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / "waymark.sqlite3",
+        # WAL: readers never wait behind the writer. IMMEDIATE: a write transaction takes the lock when it begins, so
+        # writers queue for up to `timeout` seconds (the busy handler) instead of failing on a lock upgrade; a write
+        # that still cannot get the lock answers 503 with Retry-After (config/busy.py). docs/operations.md: limits.
         "OPTIONS": {
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             "transaction_mode": "IMMEDIATE",
+            "timeout": env_int("WAYMARK_SQLITE_TIMEOUT", 20),
         },
     }
 
@@ -154,6 +178,7 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stuck-work": {"task": "config.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
     "reap-job-leases": {"task": "trajectories.jobs.reap_job_leases", "schedule": timedelta(minutes=1)},
     "settle-overdue-replays": {"task": "procedures.settle_overdue_replays", "schedule": timedelta(minutes=1)},
+    "requeue-expired-replays": {"task": "procedures.requeue_expired_replays", "schedule": timedelta(minutes=1)},
     "mine-new-runs": {"task": "procedures.mine_new_runs", "schedule": timedelta(minutes=10)},
     "deliver-due-webhooks": {"task": "reviews.deliver_due_webhooks", "schedule": timedelta(minutes=1)},
     "resume-evolution-runs": {"task": "graphs.evolution_reap", "schedule": timedelta(minutes=1)},
@@ -173,6 +198,9 @@ WAYMARK_REDACT_PATTERNS = env_list("WAYMARK_REDACT_PATTERNS")
 WAYMARK_MINE_MIN_NEW_RUNS = env_int("WAYMARK_MINE_MIN_NEW_RUNS", 10)
 WAYMARK_LIVE_REPLAY = env_bool("WAYMARK_LIVE_REPLAY", False)
 WAYMARK_LIVE_REPLAY_SECONDS = env_int("WAYMARK_LIVE_REPLAY_SECONDS", 15 * 60)
+# Webhook endpoints on private, loopback, link-local or reserved addresses are refused unless this is on (tests and
+# local development only: it lets an admin make the server call its own network).
+WAYMARK_WEBHOOKS_ALLOW_PRIVATE = env_bool("WAYMARK_WEBHOOKS_ALLOW_PRIVATE", False)
 # Graph evolution: a step's lease (renewed at every stage and model call), how long agents have to answer the
 # evaluation jobs of one evaluation, and Python evaluators an operator may pick ({"name": "dotted.path"}).
 WAYMARK_EVOLUTION_LEASE_SECONDS = env_int("WAYMARK_EVOLUTION_LEASE_SECONDS", 300)

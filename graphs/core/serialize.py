@@ -157,12 +157,24 @@ def mermaid_aliases(graph: Graph) -> dict[str, str]:
     return {node_id: f"n{index}" for index, node_id in enumerate(graph.nodes)}
 
 
+_LABEL_SAFE = re.compile(r"[\w .,:/\-]")
+_PLAIN_RELATION = re.compile(r"[A-Za-z0-9_]+")
+
+
 def _mermaid_label(text: str) -> str:
-    return text.replace('"', "#quot;")
+    """Label text as Mermaid entity codes wherever it is not a letter, digit, space or `_.,:/-`: quotes, `%%{…}%%`
+    directives, backticks (markdown strings), `<…>` markup, brackets and `#` all stay literal text in the drawing
+    and can neither end the label nor become an element."""
+    return "".join(ch if _LABEL_SAFE.fullmatch(ch) else ("#quot;" if ch == '"' else f"#{ord(ch)};") for ch in text)
+
+
+def _mermaid_relation(relation: str) -> str:
+    return relation if _PLAIN_RELATION.fullmatch(relation) else f'"{_mermaid_label(relation)}"'
 
 
 def to_mermaid(graph: Graph) -> str:
-    """graph.mmd: `flowchart LR`, STATUS nodes as stadiums, other nodes as boxes, `nA -->|REL| nB` edges."""
+    """graph.mmd: `flowchart LR`, STATUS nodes as stadiums, other nodes as boxes, `nA -->|REL| nB` edges. Nodes are
+    defined by alias only (`n0`, `n1`, …) with the id as an escaped, quoted label: no id reaches Mermaid's syntax."""
     aliases = mermaid_aliases(graph)
     lines = ["flowchart LR"]
     for node_id, node in graph.nodes.items():
@@ -171,7 +183,7 @@ def to_mermaid(graph: Graph) -> str:
     for edge in graph.edges:
         source = aliases.get(edge.source) or "missing_" + _UNSAFE_ALIAS.sub("_", edge.source)
         target = aliases.get(edge.target) or "missing_" + _UNSAFE_ALIAS.sub("_", edge.target)
-        lines.append(f"    {source} -->|{edge.relation}| {target}")
+        lines.append(f"    {source} -->|{_mermaid_relation(edge.relation)}| {target}")
     return "\n".join(lines) + "\n"
 
 

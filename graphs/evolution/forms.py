@@ -10,6 +10,8 @@ from typing import Any
 
 from django import forms
 
+from config.text import SURROGATE_MESSAGE, dotted, first_unencodable
+
 from .services import MAX_ROUNDS
 from .sources import TWO_HOP, evaluator_choices
 
@@ -117,6 +119,9 @@ class StartRunForm(forms.Form):
                 continue
             if not isinstance(value, dict):
                 self.add_error(name, "must be a JSON object")
+                continue
+            if (where := first_unencodable(value)) is not None:  # a "\ud800" escape: cannot be stored or shown
+                self.add_error(name, f"{SURROGATE_MESSAGE}: at {dotted(where)}")
                 continue
             documents[name] = value
         if len(documents) < 2:

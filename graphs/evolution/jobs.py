@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from graphs.core import Graph
 from graphs.core.evaluation import Evaluation, EvaluationPending, TaskOutcome
-from trajectories.job_services import jobs_create
+from trajectories.job_services import answering_agents, jobs_create
 from trajectories.models import JobStatus
 from trajectories.selectors import jobs_for_subject
 
@@ -96,6 +96,6 @@ class AgentJobsEvaluator:
             raise EvaluationPending(f"{len(open_jobs)} of {len(jobs)} evaluation job(s) still unanswered")
         outcomes = [_outcome(job) for job in jobs]
         answered = sum(1 for job in jobs if job.status == JobStatus.DONE)
-        return Evaluation.from_outcomes(
-            ref, outcomes, {"purpose": purpose, "iteration": iteration, "answered": answered, "jobs": len(jobs)}
-        )
+        aggregate = {"purpose": purpose, "iteration": iteration, "answered": answered, "jobs": len(jobs)}
+        aggregate["agents"] = answering_agents(subject)
+        return Evaluation.from_outcomes(ref, outcomes, aggregate)

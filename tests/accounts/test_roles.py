@@ -4,13 +4,13 @@ from django.core.management import ManagementUtility, call_command
 from django.db import connections
 
 from accounts.models import AuditEvent
-from accounts.roles import SCOPES, Role, scopes_allowed_for
+from accounts.roles import AGENT_SCOPES, SCOPES, Role, scopes_allowed_for
 from accounts.services import Actor, ensure_roles, user_roles_set
 from tests.factories import user_with
 
 pytestmark = pytest.mark.django_db
 
-OPEN_SCOPES = sorted(set(SCOPES) - {"reviews:judge", "procedures:mine", "evolutions:run"})
+OPEN_SCOPES = sorted(set(SCOPES) - {"reviews:judge", "procedures:mine", "evolutions:run"} - AGENT_SCOPES)
 
 
 def test_the_three_role_groups_exist_after_migrate():
@@ -44,9 +44,9 @@ def test_procedures_mine_needs_the_operator_role():
     )
 
 
-def test_admins_and_superusers_may_grant_every_scope(admin_user):
-    assert sorted(scopes_allowed_for(admin_user)) == sorted(SCOPES)
-    assert sorted(scopes_allowed_for(user_with(is_superuser=True))) == sorted(SCOPES)
+def test_admins_and_superusers_may_grant_every_scope_but_the_agent_only_ones(admin_user):
+    assert sorted(scopes_allowed_for(admin_user)) == sorted(set(SCOPES) - AGENT_SCOPES)
+    assert sorted(scopes_allowed_for(user_with(is_superuser=True))) == sorted(set(SCOPES) - AGENT_SCOPES)
 
 
 def test_an_inactive_user_may_grant_nothing(outsider):

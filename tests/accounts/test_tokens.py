@@ -151,14 +151,14 @@ def test_an_inactive_session_is_treated_as_anonymous(outsider):
 
 def test_creating_a_token_on_the_settings_page_shows_the_plaintext_exactly_once(viewer):
     client = logged_in(viewer)
-    response = _create(client, "laptop", "graphs:read", "trajectories:write")
+    response = _create(client, "laptop", "graphs:read", "trajectories:read")
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     shown = PLAINTEXT.findall(response.content.decode())
     assert len(set(shown)) == 1
     plaintext = shown[0]
     token = ApiToken.objects.get()
-    assert (token.user, token.name, token.scopes) == (viewer, "laptop", ["graphs:read", "trajectories:write"])
+    assert (token.user, token.name, token.scopes) == (viewer, "laptop", ["graphs:read", "trajectories:read"])
     assert api_token_authenticate(plaintext) == token
 
     again = client.get("/accounts/settings/").content.decode()

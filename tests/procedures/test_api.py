@@ -143,8 +143,8 @@ def live_replay(operator, django_capture_on_commit_callbacks):
     return result.version.replays.get(mode="live")
 
 
-def test_agents_claim_replay_jobs_and_answer_them(api_client, make_token, operator, live_replay):
-    token = make_token(operator, "evaluations:run")
+def test_agents_claim_replay_jobs_and_answer_them(api_client, make_agent_token, live_replay):
+    token = make_agent_token("evaluations:run")
     claimed = api_client.post(CLAIM, {"worker": "agent-1", "lease_seconds": 60}, token=token)
     assert claimed.status_code == 200, claimed.content
     job = claimed.json()
@@ -158,8 +158,8 @@ def test_agents_claim_replay_jobs_and_answer_them(api_client, make_token, operat
     assert Run.objects.filter(source="waymark-evaluation").count() == 1
 
 
-def test_bad_replay_results_are_rejected_with_nothing_written(api_client, make_token, operator, live_replay):
-    token = make_token(operator, "evaluations:run")
+def test_bad_replay_results_are_rejected_with_nothing_written(api_client, make_agent_token, live_replay):
+    token = make_agent_token("evaluations:run")
     job = api_client.post(CLAIM, {}, token=token).json()
     runs = Run.objects.count()
     bad = {"run": {"source": "a", "external_id": "b", "outcome": "great"}}
@@ -171,26 +171,26 @@ def test_bad_replay_results_are_rejected_with_nothing_written(api_client, make_t
     assert Run.objects.count() == runs and Job.objects.get(pk=job["id"]).status == "leased"
 
 
-def test_replay_endpoints_need_the_scope_and_a_known_job(api_client, make_token, viewer, live_replay):
+def test_replay_endpoints_need_the_scope_and_a_known_job(api_client, make_token, make_agent_token, viewer, live_replay):
     assert_error(api_client.post(CLAIM, {}), 401)
     assert_error(api_client.post(CLAIM, {}, token=make_token(viewer, "procedures:read")), 403)
-    token = make_token(viewer, "evaluations:run")
+    token = make_agent_token("evaluations:run")
     assert_error(api_client.post(CLAIM, {"lease_seconds": 0}, token=token), 422)
     assert_error(api_client.post(result_url(987654), {"run": refund_run()}, token=token), 404)
     unclaimed = Job.objects.order_by("-id").first()
     assert_error(api_client.post(result_url(unclaimed.pk), {"run": refund_run()}, token=token), 409, "job_closed")
 
 
-def test_an_inactive_users_evaluation_token_is_refused(api_client, make_token, viewer, live_replay):
-    token = make_token(viewer, "evaluations:run")
-    viewer.is_active = False
-    viewer.save()
+def test_an_inactive_agents_evaluation_token_is_refused(api_client, make_token, agent, live_replay):
+    token = make_token(agent, "evaluations:run")
+    agent.is_active = False
+    agent.save()
     assert_error(api_client.post(CLAIM, {}, token=token), 401)
     job = Job.objects.order_by("id").first()
     assert_error(api_client.post(result_url(job.pk), {"run": refund_run()}, token=token), 401)
     assert not Job.objects.exclude(status="queued").exists()
 
 
-def test_claim_answers_204_when_no_job_is_open(api_client, make_token, viewer, db):
-    response = api_client.post(CLAIM, {}, token=make_token(viewer, "evaluations:run"))
+def test_claim_answers_204_when_no_job_is_open(api_client, make_agent_token, db):
+    response = api_client.post(CLAIM, {}, token=make_agent_token("evaluations:run"))
     assert response.status_code == 204 and ReplayRun.objects.count() == 0

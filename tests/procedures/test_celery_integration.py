@@ -64,7 +64,7 @@ def test_a_worker_replays_a_mined_version_and_stores_the_gate_report(transaction
 
 
 def test_a_worker_settles_a_live_replay_the_demo_agent_answers(
-    transactional_db, redis_app, live_server, operator, make_token
+    transactional_db, redis_app, live_server, operator, make_token, make_agent_token
 ):
     refund_runs(successes=10, failures=2)
     result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
@@ -76,7 +76,7 @@ def test_a_worker_settles_a_live_replay_the_demo_agent_answers(
         "run_demo_agent",
         "--once",
         "--token",
-        make_token(operator, "evaluations:run"),
+        make_agent_token("evaluations:run"),
         "--url",
         live_server.url,
         stdout=io.StringIO(),

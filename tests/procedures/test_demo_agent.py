@@ -52,11 +52,13 @@ def test_with_the_server_down_it_reports_and_exits_under_once(db):
 
 
 @pytest.mark.postgres
-def test_it_answers_every_live_replay_job_over_http(transactional_db, live_server, operator, make_token):
+def test_it_answers_every_live_replay_job_over_http(
+    transactional_db, live_server, operator, make_token, make_agent_token
+):
     refund_runs(successes=10, failures=2)
     result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     live = result.version.replays.get(mode="live")
-    token = make_token(operator, "evaluations:run")
+    token = make_agent_token("evaluations:run")
     out = io.StringIO()
 
     call_command("run_demo_agent", "--once", "--token", token, "--url", live_server.url, stdout=out)
@@ -140,7 +142,7 @@ def test_jobs_are_simulated_by_kind():
 
 @pytest.mark.postgres
 def test_one_loop_answers_graph_evaluation_and_replay_jobs_over_http(
-    transactional_db, live_server, operator, make_token
+    transactional_db, live_server, operator, make_token, make_agent_token
 ):
     from graphs.core.twohop import ROUND_1_BUILD
     from graphs.evolution.jobs import JOB_KIND
@@ -174,7 +176,7 @@ def test_one_loop_answers_graph_evaluation_and_replay_jobs_over_http(
         "run_demo_agent",
         "--once",
         "--token",
-        make_token(operator, "evaluations:run"),
+        make_agent_token("evaluations:run"),
         "--url",
         live_server.url,
         stdout=out,

@@ -201,34 +201,3 @@ def test_a_replay_that_cannot_be_evaluated_fails_visibly(db):
     assert replay.status == ReplayStatus.FAILED and "non-empty" in replay.error
     assert ProcedureVersion.objects.get(pk=broken.pk).status == VersionStatus.FAILED
     assert AuditEvent.objects.filter(verb="replay.fail").exists()
-
-
-def test_the_reaper_fails_an_offline_replay_whose_worker_died_and_settles_its_version():
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from config.reaper import stuck_work_reap
-
-    procedure = Procedure.objects.create(intent=REFUND, title="Refunds")
-    version = stored_version(procedure, "lookup_policy", number=1, status=VersionStatus.REPLAYING)
-    stuck = queued_replay(version, compared_with=None, held_out=[])
-    live = queued_replay(version, compared_with=None, held_out=[])
-    long_ago = timezone.now() - timedelta(hours=2)
-    type(stuck).objects.filter(pk=stuck.pk).update(status=ReplayStatus.RUNNING, started_at=long_ago)
-    type(live).objects.filter(pk=live.pk).update(status=ReplayStatus.RUNNING, started_at=long_ago, mode="live")
-
-    assert stuck_work_reap()["procedures.replayrun"] == 1
-
-    stuck.refresh_from_db()
-    live.refresh_from_db()
-    assert stuck.status == ReplayStatus.FAILED
-    assert live.status == ReplayStatus.RUNNING  # live replays end at their own deadline
-    assert AuditEvent.objects.filter(verb="replayrun.reaped", target_id=str(stuck.pk)).count() == 1
-    version.refresh_from_db()
-    assert version.status == VersionStatus.REPLAYING  # the live replay is still running
-    type(live).objects.filter(pk=live.pk).update(status=ReplayStatus.FAILED)
-    type(stuck).objects.filter(pk=stuck.pk).update(status=ReplayStatus.RUNNING)
-    stuck_work_reap()
-    version.refresh_from_db()
-    assert version.status == VersionStatus.FAILED

@@ -1,14 +1,15 @@
-"""Webhooks: outbox rows in the activation's transaction, HMAC-SHA256 signatures, retries with backoff, attempt log.
+"""Webhooks: outbox rows in the activation's transaction, Standard Webhooks signatures, retries with backoff,
+attempt log.
 
 The receiving endpoint is a real HTTP server on 127.0.0.1 in a thread (loopback only)."""
 
-import hashlib
-import hmac
+import json
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from reviews import services
 from reviews.errors import Invalid, NotAllowed
@@ -41,6 +42,12 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _allow_loopback_endpoints(settings):
+    """The receiver listens on 127.0.0.1, which production refuses (tests/reviews/test_webhook_security.py)."""
+    settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = True
 
 
 @pytest.fixture
@@ -83,11 +90,10 @@ def test_an_activation_is_delivered_with_a_signature_that_verifies_with_the_shar
     assert request.status == PromotionStatus.APPLIED
     assert len(receiver.received) == 1
     headers, body = receiver.received[0]
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(headers["X-Waymark-Signature"], expected)
+    assert Webhook(secret).verify(body, headers) == json.loads(body)  # Standard Webhooks: id, timestamp and body
     assert headers["X-Waymark-Event"] == "promotion.activated"
-    wrong = "sha256=" + hmac.new(b"another secret", body, hashlib.sha256).hexdigest()
-    assert headers["X-Waymark-Signature"] != wrong
+    with pytest.raises(WebhookVerificationError):
+        Webhook(services.webhook_secret()).verify(body, headers)
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 1
     assert delivery.payload["candidate_id"] == "v1" and delivery.payload["promotion"] == request.pk

@@ -5,7 +5,6 @@ import json
 import pytest
 
 from accounts.models import AuditEvent
-from tests.factories import user_with
 from trajectories.models import Run, Step
 
 from .factories import ingest, run_item, step_item
@@ -15,8 +14,8 @@ URL = "/api/v1/trajectories"
 
 
 @pytest.fixture
-def writer(operator, make_token):
-    return make_token(operator, "trajectories:write", "trajectories:read")
+def writer(make_agent_token):
+    return make_agent_token("trajectories:write", "trajectories:read")
 
 
 @pytest.fixture
@@ -126,7 +125,9 @@ def test_ingest_with_a_read_only_token_answers_403(api_client, reader):
 
 
 def test_a_deactivated_users_token_answers_401(api_client, make_token):
-    user = user_with(username="leaver")
+    from accounts.services import Actor, agent_create
+
+    user = agent_create(actor=Actor.system(), name="leaver")
     token = make_token(user, "trajectories:write", "trajectories:read")
     user.is_active = False
     user.save(update_fields=["is_active"])
@@ -176,8 +177,8 @@ def test_a_cursor_we_did_not_issue_answers_400(api_client, reader, cursor):
     assert_error(api_client.get(f"{URL}?cursor={cursor}", token=reader), 400, "bad_cursor")
 
 
-def test_reading_needs_the_read_scope(api_client, operator, make_token):
-    token = make_token(operator, "trajectories:write")
+def test_reading_needs_the_read_scope(api_client, make_agent_token):
+    token = make_agent_token("trajectories:write")
     assert_error(api_client.get(URL, token=token), 403)
     assert_error(api_client.get(f"{URL}/1", token=token), 403)
     assert_error(api_client.get(URL), 401)

@@ -45,8 +45,8 @@ def assert_error(response, status, code=None):
 
 
 @pytest.fixture
-def token(make_token, viewer):
-    return make_token(viewer, "evaluations:run")
+def token(make_agent_token):
+    return make_agent_token("evaluations:run")
 
 
 def claim(api_client, token, **body):
@@ -165,7 +165,7 @@ def test_both_operations_need_a_token_with_the_scope(api_client, make_token, vie
     assert_error(api_client.post(CLAIM, {}), 401)
     assert_error(api_client.post(result_url(job.pk), {"run": run_item()}), 401)
     assert_error(api_client.post(CLAIM, {}, token="wm_not_a_token"), 401)
-    lacking = make_token(operator, "trajectories:write", "procedures:read", "graphs:read")
+    lacking = make_token(operator, "trajectories:read", "procedures:read", "graphs:read")
     assert_error(api_client.post(CLAIM, {}, token=lacking), 403, "missing_scope")
     assert_error(api_client.post(result_url(job.pk), {"run": run_item()}, token=lacking), 403, "missing_scope")
     assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED and not Run.objects.exists()

@@ -18,7 +18,7 @@ from django.db import transaction
 
 from accounts.models import ApiToken, User
 from accounts.roles import Role
-from accounts.services import Actor, api_token_create, audit_record
+from accounts.services import Actor, agent_create, api_token_create, api_token_revoke, audit_record
 from graphs.demo import seed_demo_graphs_step
 from intents.demo import seed_demo_intents_step
 from procedures.demo import seed_demo_procedures_step
@@ -28,7 +28,8 @@ from trajectories.demo import seed_demo_runs
 
 DEMO_PASSWORD = "waymark-demo"
 DEMO_TOKEN_NAME = "demo-agent"
-DEMO_TOKEN_OWNER = "otto"
+DEMO_AGENT = "demo-agent"  # the agent identity that owns the demo agent token (created by the seed)
+LEGACY_TOKEN_OWNER = "otto"  # owned the demo token before agent identities; that token is revoked by the seed
 DEMO_TOKEN_SCOPES = [
     "trajectories:read",
     "trajectories:write",
@@ -122,8 +123,16 @@ def _write_secret(path: Path, text: str) -> None:
 
 
 def seed_agent_token(ctx: SeedContext) -> str:
-    """One active `demo-agent` token; its plaintext is printed and saved only when it is created."""
-    owner = ctx.users[DEMO_TOKEN_OWNER]
+    """The `demo-agent` agent identity with one active `demo-agent` token; its plaintext is printed and saved only
+    when it is created. A demo token of an older seed, owned by otto (a person), is revoked: its agent-only scopes
+    no longer work."""
+    owner = User.objects.filter(username=DEMO_AGENT, is_agent=True).first()
+    if owner is None:
+        owner = agent_create(actor=ctx.actor, name=DEMO_AGENT)
+    for legacy in ApiToken.objects.filter(
+        user__username=LEGACY_TOKEN_OWNER, name=DEMO_TOKEN_NAME, revoked_at__isnull=True
+    ):
+        api_token_revoke(actor=ctx.actor, token=legacy)
     token = ApiToken.objects.filter(user=owner, name=DEMO_TOKEN_NAME, revoked_at__isnull=True).first()
     if token is not None:
         ctx.agent_actor = Actor(user=owner, token=token)
@@ -132,8 +141,8 @@ def seed_agent_token(ctx: SeedContext) -> str:
     token, plaintext = api_token_create(actor=ctx.actor, user=owner, name=DEMO_TOKEN_NAME, scopes=DEMO_TOKEN_SCOPES)
     _write_secret(ctx.token_path, plaintext)
     ctx.agent_actor = Actor(user=owner, token=token)
-    ctx.notes.append(f"Demo agent token (saved to {ctx.token_path}): {plaintext}")
-    return f'agent token "{DEMO_TOKEN_NAME}": created for {owner.username}, scopes {", ".join(token.scopes)}'
+    ctx.notes.append(f"Demo agent token created; its plaintext is saved to {ctx.token_path} (mode 600), not printed")
+    return f'agent token "{DEMO_TOKEN_NAME}": created for agent {owner.username}, scopes {", ".join(token.scopes)}'
 
 
 def seed_runs(ctx: SeedContext) -> str:

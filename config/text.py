@@ -1,0 +1,99 @@
+"""Text entering Waymark: strings must be encodable as UTF-8, and API bodies must say they are JSON.
+
+A JSON body may spell a lone surrogate (`"\\ud800"`); Python keeps it in a str, but no database, template or response
+can encode it, so it is refused where it enters (API schemas, the API body parser, importers, forms).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from ninja.parser import Parser
+
+from .errors import ApiError
+
+SURROGATE_MESSAGE = "must be valid Unicode text (it holds a lone surrogate, which cannot be encoded as UTF-8)"
+
+
+def is_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def require_encodable(text: str) -> str:
+    """For pydantic validators: the text, or ValueError."""
+    if not is_encodable(text):
+        raise ValueError(SURROGATE_MESSAGE)
+    return text
+
+
+def validate_encodable(text: Any) -> None:
+    """A Django form field validator: `forms.CharField(validators=[validate_encodable])`."""
+    if isinstance(text, str) and not is_encodable(text):
+        raise ValidationError(SURROGATE_MESSAGE, code="surrogate")
+
+
+def printable_key(key: str) -> str:
+    """A key as it can be shown in an error message (lone surrogates as \\udXXX)."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def first_unencodable(value: Any) -> list[str | int] | None:
+    """The path to the first string (object key or value) in a JSON value that cannot be encoded, else None."""
+    pending: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, str):
+            if not is_encodable(item):
+                return path
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                if isinstance(key, str) and not is_encodable(key):
+                    return [*path, printable_key(key)]
+                pending.append((child, [*path, key]))
+        elif isinstance(item, list | tuple):
+            pending.extend((child, [*path, index]) for index, child in reversed(list(enumerate(item))))
+    return None
+
+
+def dotted(path: list[str | int]) -> str:
+    """["steps", 0, "arguments", "q"] -> "steps[0].arguments.q"."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def is_json_request(request: HttpRequest) -> bool:
+    """application/json, or a structured `+json` type (RFC 6839); parameters such as charset are allowed."""
+    content_type = (request.content_type or "").strip().lower()
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
+
+
+NOT_JSON_MESSAGE = "the body must be JSON sent with Content-Type: application/json"
+
+
+class JsonBodyParser(Parser):
+    """The API's body parser: JSON only (a text/plain or form body is a CORS "simple request" any page can send), and
+    no string in it that cannot be encoded. It raises ApiError; ninja wraps it in a 400 HttpError whose cause
+    config.api answers."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        if not is_json_request(request):
+            raise ApiError(
+                400, "unsupported_media_type", NOT_JSON_MESSAGE, {"content_type": request.content_type or ""}
+            )
+        data = json.loads(request.body)
+        where = first_unencodable(data)
+        if where is not None:
+            error = {"loc": ["body", *map(str, where)], "msg": SURROGATE_MESSAGE, "type": "string_unicode"}
+            raise ApiError(422, "invalid", "the request does not match the schema", {"errors": [error]})
+        return data
