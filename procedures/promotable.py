@@ -11,17 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
-from django.utils import timezone
 
-from accounts.services import Actor, audit_record
+from accounts.services import Actor
 from config.parsing import int_or_none
 from reviews.registry import (
     Description,
     DiffView,
     GateEvidence,
     PromotableKind,
-    StaleActivation,
     find_candidate,
+    move_active_version,
     previous_active,
     register_kind,
 )
@@ -112,26 +111,15 @@ class ProcedureVersionKind(PromotableKind):
 
     def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
         version = _version(candidate_id)
-        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
-        actual = str(procedure.active_version_id) if procedure.active_version_id else None
-        if actual != expected_active_id:
-            raise StaleActivation(
-                parent_key=str(procedure.pk), expected_active_id=expected_active_id, actual_active_id=actual
-            )
-        previous = procedure.active_version_id
-        if previous is not None:
-            ProcedureVersion.objects.filter(pk=previous).update(status=VersionStatus.RETIRED)
-        ProcedureVersion.objects.filter(pk=version.pk).update(status=VersionStatus.ACTIVE)
-        revision = procedure.revision + 1
-        Procedure.objects.filter(pk=procedure.pk).update(
-            active_version=version.pk, revision=revision, updated_at=timezone.now()
-        )
-        audit_record(
+        move_active_version(
             actor=actor,
+            parent_model=Procedure,
+            parent_id=version.procedure_id,
+            version=version,
+            expected_active_id=expected_active_id,
+            active_status=VersionStatus.ACTIVE,
+            retired_status=VersionStatus.RETIRED,
             verb="procedure.activate",
-            target=procedure,
-            before={"active_version": previous, "revision": procedure.revision},
-            after={"active_version": version.pk, "number": version.number, "revision": revision},
         )
 
     def rollback_target(self, parent_key: str) -> str | None:

@@ -165,3 +165,44 @@ def previous_active(*, verb: str, target_type: str, target_id: str, field: str, 
             previous = (before or {}).get(field)
             return str(previous) if previous else None
     return None
+
+
+def move_active_version(
+    *,
+    actor: Any,
+    parent_model: type[Model],
+    parent_id: int,
+    version: Model,
+    expected_active_id: str | None,
+    active_status: str,
+    retired_status: str,
+    verb: str,
+) -> None:
+    """The activation shared by kinds whose parent row holds `active_version` and `revision` and whose versions carry
+    a status: lock the parent, check the expected active version (StaleActivation), retire the previous version,
+    mark the new one active, move the pointer and bump the revision, and audit `verb` — inside the review's
+    transaction."""
+    from django.utils import timezone
+
+    from accounts.services import audit_record
+
+    parent = parent_model.objects.select_for_update().get(pk=parent_id)
+    actual = str(parent.active_version_id) if parent.active_version_id else None
+    if actual != expected_active_id:
+        raise StaleActivation(parent_key=str(parent.pk), expected_active_id=expected_active_id, actual_active_id=actual)
+    previous = parent.active_version_id
+    versions = type(version).objects
+    if previous is not None:
+        versions.filter(pk=previous).update(status=retired_status)
+    versions.filter(pk=version.pk).update(status=active_status)
+    revision = parent.revision + 1
+    parent_model.objects.filter(pk=parent.pk).update(
+        active_version=version.pk, revision=revision, updated_at=timezone.now()
+    )
+    audit_record(
+        actor=actor,
+        verb=verb,
+        target=parent,
+        before={"active_version": previous, "revision": parent.revision},
+        after={"active_version": version.pk, "number": version.number, "revision": revision},
+    )

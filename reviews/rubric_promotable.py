@@ -9,9 +9,8 @@ dimensions before and after; activation moves the rubric's single active pointer
 from __future__ import annotations
 
 from django.urls import reverse
-from django.utils import timezone
 
-from accounts.services import Actor, audit_record
+from accounts.services import Actor
 from config.parsing import int_or_none
 
 from .registry import (
@@ -19,8 +18,8 @@ from .registry import (
     DiffView,
     GateEvidence,
     PromotableKind,
-    StaleActivation,
     find_candidate,
+    move_active_version,
     previous_active,
     register_kind,
 )
@@ -89,26 +88,15 @@ class RubricVersionKind(PromotableKind):
 
     def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
         version = _version(candidate_id)
-        rubric = Rubric.objects.select_for_update().get(pk=version.rubric_id)
-        actual = str(rubric.active_version_id) if rubric.active_version_id else None
-        if actual != expected_active_id:
-            raise StaleActivation(
-                parent_key=str(rubric.pk), expected_active_id=expected_active_id, actual_active_id=actual
-            )
-        previous = rubric.active_version_id
-        if previous is not None:
-            RubricVersion.objects.filter(pk=previous).update(status=RubricVersionStatus.RETIRED)
-        RubricVersion.objects.filter(pk=version.pk).update(status=RubricVersionStatus.ACTIVE)
-        revision = rubric.revision + 1
-        Rubric.objects.filter(pk=rubric.pk).update(
-            active_version=version.pk, revision=revision, updated_at=timezone.now()
-        )
-        audit_record(
+        move_active_version(
             actor=actor,
+            parent_model=Rubric,
+            parent_id=version.rubric_id,
+            version=version,
+            expected_active_id=expected_active_id,
+            active_status=RubricVersionStatus.ACTIVE,
+            retired_status=RubricVersionStatus.RETIRED,
             verb="rubric.activate",
-            target=rubric,
-            before={"active_version": previous, "revision": rubric.revision},
-            after={"active_version": version.pk, "number": version.number, "revision": revision},
         )
 
     def rollback_target(self, parent_key: str) -> str | None:
