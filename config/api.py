@@ -46,7 +46,10 @@ def _error(request: HttpRequest, status: int, code: str, message: str, details=N
 
 @api.exception_handler(ApiError)
 def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
-    return _error(request, exc.status_code, exc.code, exc.message, exc.details)
+    response = _error(request, exc.status_code, exc.code, exc.message, exc.details)
+    for name, value in getattr(exc, "headers", {}).items():  # e.g. Retry-After on 429 (config/ratelimit.py)
+        response[name] = value
+    return response
 
 
 @api.exception_handler(AuthenticationError)

@@ -6,6 +6,8 @@ from pathlib import Path
 import dj_database_url
 from django.utils.csp import CSP
 
+from config.logs import logging_config
+
 from .env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -173,7 +175,7 @@ CELERY_TASK_TIME_LIMIT = env_int("WAYMARK_TASK_TIME_LIMIT", 15 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("WAYMARK_TASK_SOFT_TIME_LIMIT", 14 * 60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("WAYMARK_TASKS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_IMPORTS = ("config.reaper", "trajectories.jobs")
+CELERY_IMPORTS = ("config.reaper", "config.heartbeat", "trajectories.jobs")
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-work": {"task": "config.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
     "reap-job-leases": {"task": "trajectories.jobs.reap_job_leases", "schedule": timedelta(minutes=1)},
@@ -183,13 +185,25 @@ CELERY_BEAT_SCHEDULE = {
     "deliver-due-webhooks": {"task": "reviews.deliver_due_webhooks", "schedule": timedelta(minutes=1)},
     "resume-evolution-runs": {"task": "graphs.evolution_reap", "schedule": timedelta(minutes=1)},
     "resume-rubric-jobs": {"task": "reviews.rubric_reap", "schedule": timedelta(minutes=1)},
+    # /healthz reads the age of this stamp; an undelivered beat is dropped after a minute rather than piling up.
+    "worker-heartbeat": {
+        "task": "config.heartbeat.heartbeat",
+        "schedule": timedelta(minutes=1),
+        "options": {"expires": 60},
+    },
 }
+# /healthz calls the worker "stale" when the last heartbeat is older than this (three missed beats by default).
+WAYMARK_HEARTBEAT_STALE_SECONDS = env_int("WAYMARK_HEARTBEAT_STALE_SECONDS", 180)
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
 WAYMARK_TOKEN_PEPPER = env_str("WAYMARK_TOKEN_PEPPER", SECRET_KEY)
 WAYMARK_LOGIN_MAX_FAILURES = env_int("WAYMARK_LOGIN_MAX_FAILURES", 5)
 WAYMARK_LOGIN_LOCKOUT_SECONDS = env_int("WAYMARK_LOGIN_LOCKOUT_SECONDS", 300)
 WAYMARK_TRUSTED_PROXY_COUNT = env_int("WAYMARK_TRUSTED_PROXY_COUNT", 0)
+# API rate limits (config/ratelimit.py): calls per token, failed authentications per client IP, per window.
+WAYMARK_API_RATE_PER_TOKEN = env_int("WAYMARK_API_RATE_PER_TOKEN", 1200)
+WAYMARK_API_AUTH_FAILURES_PER_IP = env_int("WAYMARK_API_AUTH_FAILURES_PER_IP", 30)
+WAYMARK_API_RATE_WINDOW_SECONDS = env_int("WAYMARK_API_RATE_WINDOW_SECONDS", 60)
 WAYMARK_STUCK_AFTER_SECONDS = env_int("WAYMARK_STUCK_AFTER_SECONDS", 30 * 60)
 WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
 WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)
@@ -225,10 +239,6 @@ WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-6"
 WAYMARK_MODEL_TIMEOUT = float(env_str("WAYMARK_MODEL_TIMEOUT", "60"))
 WAYMARK_MODEL_RETRIES = env_int("WAYMARK_MODEL_RETRIES", 3)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("WAYMARK_LOG_LEVEL", "INFO")},
-}
+# Logs: "plain" lines, or one JSON object per line ("json", the production default) carrying request_id and, inside a
+# Celery task, task_id and task_name (config/logs.py). Celery workers use this configuration too (config/celery.py).
+LOGGING = logging_config(env_str("WAYMARK_LOG_FORMAT", "plain"), env_str("WAYMARK_LOG_LEVEL", "INFO"))

@@ -2,6 +2,9 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.logs import logging_config
+from config.sentry import init_sentry
+
 from .base import *  # noqa: F403
 from .base import DATABASES, REDIS_URL, SECRET_KEY
 from .env import env_bool, env_int, env_str
@@ -30,4 +33,6 @@ SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-LOGGING["root"]["level"] = env_str("WAYMARK_LOG_LEVEL", "INFO")  # noqa: F405
+LOGGING = logging_config(env_str("WAYMARK_LOG_FORMAT", "json"), env_str("WAYMARK_LOG_LEVEL", "INFO"))
+# Error reporting: Sentry's SDK when SENTRY_DSN is set (config/sentry.py); without it nothing is imported.
+init_sentry()

@@ -44,6 +44,9 @@ WAYMARK_TOKEN_PEPPER = "waymark-test-pepper"
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# The locmem cache lives for the whole run: limits no other test can reach (tests/config/test_ratelimit.py lowers them).
+WAYMARK_API_RATE_PER_TOKEN = 10**9
+WAYMARK_API_AUTH_FAILURES_PER_IP = 10**9
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.InMemoryStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
