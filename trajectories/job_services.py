@@ -27,10 +27,10 @@ from django.utils import timezone
 from accounts.services import Actor, audit_record
 
 from .jobs import job_kind
-from .models import Job, JobStatus
+from .models import EVALUATION_SOURCE, Job, JobStatus
 from .services import IngestInvalid, run_ingest_batch, validate_ingest_items
 
-RESULT_SOURCE = "waymark-evaluation"
+RESULT_SOURCE = EVALUATION_SOURCE
 MAX_LEASE_SECONDS = 3600
 REAP_BATCH = 500
 

@@ -9,8 +9,25 @@ class Outcome(models.TextChoices):
     UNKNOWN = "unknown", "unknown"
 
 
+# Runs an agent sent as the answer to an evaluation job (live replays, evolution evaluations) carry this source
+# (trajectories.job_services); they are evidence for gates, not production traffic, and pages keep them apart.
+EVALUATION_SOURCE = "waymark-evaluation"
+
+
+class RunQuerySet(models.QuerySet):
+    def production(self) -> "RunQuerySet":
+        """Runs agents sent in from their work: what counts, charts and the explorer show by default."""
+        return self.exclude(source=EVALUATION_SOURCE)
+
+    def evaluation(self) -> "RunQuerySet":
+        """Runs that answered evaluation jobs (gate evidence)."""
+        return self.filter(source=EVALUATION_SOURCE)
+
+
 class Run(models.Model):
     """One agent run, identified by (source, external_id). Step totals are denormalized at ingest."""
+
+    objects = RunQuerySet.as_manager()
 
     source = models.CharField(max_length=100)
     external_id = models.CharField(max_length=200)
