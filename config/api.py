@@ -19,7 +19,29 @@ from .text import JsonBodyParser
 
 logger = logging.getLogger("waymark.api")
 
-api = NinjaAPI(
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
+# Answers any operation may give besides its own: the rate limits (config/ratelimit.py) and a database that stayed
+# locked past its timeout on the embedded default (config/busy.py). Declared once here rather than on each route.
+EVERY_OPERATION_MAY_ANSWER = {
+    "429": "Too Many Requests: a rate limit was reached (code `rate_limited`); retry after `Retry-After` seconds",
+    "503": "Service Unavailable: the database is busy (code `busy`); retry after `Retry-After` seconds",
+}
+
+
+class WaymarkApi(NinjaAPI):
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        for item in schema["paths"].values():
+            for operation in item.values():
+                for status, description in EVERY_OPERATION_MAY_ANSWER.items():
+                    operation["responses"].setdefault(
+                        status, {"description": description, "headers": _RETRY_AFTER, "content": error}
+                    )
+        return schema
+
+
+api = WaymarkApi(
     title="Waymark API",
     version="1",
     description="Agents push traces and pull active graphs and procedures; see docs/api.md.",

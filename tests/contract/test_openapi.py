@@ -168,3 +168,15 @@ def test_every_declared_error_answers_with_the_error_schema(document):
             if body.get("$ref") != "#/components/schemas/Error":
                 wrong.append(f"{label} {status}")
     assert not wrong, f"error responses not using the Error schema: {wrong}"
+
+
+def test_every_operation_declares_429_and_503_with_retry_after(document):
+    missing = [
+        f"{label} {status}"
+        for label, operation, _ in _operations(document)
+        for status in ("429", "503")
+        if "Retry-After" not in operation["responses"].get(status, {}).get("headers", {})
+        or operation["responses"][status]["content"]["application/json"]["schema"]
+        != {"$ref": "#/components/schemas/Error"}
+    ]
+    assert not missing, f"operations that do not declare 429/503 with Retry-After and the Error body: {missing}"
