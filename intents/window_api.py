@@ -101,6 +101,14 @@ def _refused(error: WindowRefused) -> ApiError:
     return ApiError(error.status, error.code, str(error))
 
 
+def _page(select, page: PageIn):
+    """One cursor page from `select`; a cursor we did not issue is a 400 `bad_cursor`."""
+    try:
+        return select(cursor=page.cursor, limit=page.limit)
+    except InvalidCursor as exc:
+        raise ApiError(400, "bad_cursor", str(exc)) from None
+
+
 @router.get(
     "",
     auth=READ,
@@ -108,10 +116,7 @@ def _refused(error: WindowRefused) -> ApiError:
     summary="Window analyses, newest first (cursor pages; clusters and novelty left out)",
 )
 def list_windows(request: HttpRequest, page: Query[PageIn]):
-    try:
-        found = selectors.analysis_page(cursor=page.cursor, limit=page.limit)
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc)) from None
+    found = _page(selectors.analysis_page, page)
     return Status(200, {"items": [window_summary(item) for item in found.analyses], "next_cursor": found.next_cursor})
 
 
@@ -148,10 +153,7 @@ def analyze_window(request: HttpRequest, body: WindowAnalyzeIn):
     summary="Drift reports, newest first (cursor pages; changes left out)",
 )
 def list_drift(request: HttpRequest, page: Query[PageIn]):
-    try:
-        found = selectors.drift_page(cursor=page.cursor, limit=page.limit)
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc)) from None
+    found = _page(selectors.drift_page, page)
     return Status(200, {"items": [drift_summary(item) for item in found.reports], "next_cursor": found.next_cursor})
 
 
