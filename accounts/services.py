@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -12,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.utils import timezone
 
-from . import throttle
+from . import throttle, token_cache
 from .models import ApiToken, AuditEvent, User
 from .request_context import current_request_id
 from .roles import RESTRICTED_SCOPES, SCOPES, Role, scope_requirement, scopes_allowed_for
@@ -120,11 +119,9 @@ def api_token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
     return locked
 
 
-LAST_USED_RESOLUTION = timedelta(minutes=1)
-
-
 def api_token_authenticate(plaintext: str) -> ApiToken | None:
-    """The active token for a plaintext, or None. Records the last-used time (at most once a minute).
+    """The active token for a plaintext, or None. Served from the process's token cache when it holds the token
+    (accounts.token_cache: no query); its last-used time is written later, in batches.
 
     A restricted scope (roles.RESTRICTED_SCOPES: role-bound, or agent-only) works only while its user may still hold
     it: the returned token's `scopes` leave out the ones the user may not hold now (in memory; the stored row is
@@ -133,16 +130,19 @@ def api_token_authenticate(plaintext: str) -> ApiToken | None:
     if parts is None:
         return None
     prefix, secret = parts
-    token = ApiToken.objects.select_related("user").filter(prefix=prefix, revoked_at__isnull=True).first()
-    if token is None or not token.user.is_active or not hmac.compare_digest(token.digest, digest_secret(secret)):
-        return None
-    if any(scope in RESTRICTED_SCOPES for scope in token.scopes):
-        allowed = set(scopes_allowed_for(token.user))
-        token.scopes = [scope for scope in token.scopes if scope not in RESTRICTED_SCOPES or scope in allowed]
-    now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    digest = digest_secret(secret)
+    key = f"{prefix}:{digest}"
+    version = token_cache.tokens.version()  # read before the row: a later change bumps it (token_cache.put)
+    token = token_cache.tokens.get(key, version)
+    if token is None:
+        token = ApiToken.objects.select_related("user").filter(prefix=prefix, revoked_at__isnull=True).first()
+        if token is None or not token.user.is_active or not hmac.compare_digest(token.digest, digest):
+            return None
+        if any(scope in RESTRICTED_SCOPES for scope in token.scopes):
+            allowed = set(scopes_allowed_for(token.user))
+            token.scopes = [scope for scope in token.scopes if scope not in RESTRICTED_SCOPES or scope in allowed]
+        token_cache.tokens.put(key, token, version)
+    token_cache.tokens.used(token)
     return token
 
 

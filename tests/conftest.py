@@ -6,6 +6,7 @@ from django.test import Client
 
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create
+from accounts.token_cache import tokens
 from tests.factories import user_with
 
 
@@ -17,6 +18,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_pg)
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_tokens():
+    """Each test starts with an empty token cache (accounts.token_cache): rolled-back rows send no signals."""
+    tokens.forget()
+    tokens._used.clear()
+    yield
 
 
 @pytest.fixture

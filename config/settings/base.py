@@ -17,6 +17,7 @@ SECRET_KEY = env_str("WAYMARK_SECRET_KEY", "waymark-insecure-local-key-change-me
 DEBUG = env_bool("WAYMARK_DEBUG", False)
 ALLOWED_HOSTS = env_list("WAYMARK_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("WAYMARK_CSRF_TRUSTED_ORIGINS")
+CSRF_FAILURE_VIEW = "config.error_views.csrf_failure"  # the styled 403 page, saying to reload
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -35,6 +36,7 @@ INSTALLED_APPS = [
     "procedures",
     "intents",
     "reviews",
+    "otlp",
 ]
 
 MIDDLEWARE = [
@@ -49,6 +51,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
+    "config.middleware.LongUrlMiddleware",
     "config.middleware.RejectNulMiddleware",
     "config.busy.DatabaseBusyMiddleware",
 ]
@@ -204,9 +207,23 @@ WAYMARK_TRUSTED_PROXY_COUNT = env_int("WAYMARK_TRUSTED_PROXY_COUNT", 0)
 WAYMARK_API_RATE_PER_TOKEN = env_int("WAYMARK_API_RATE_PER_TOKEN", 1200)
 WAYMARK_API_AUTH_FAILURES_PER_IP = env_int("WAYMARK_API_AUTH_FAILURES_PER_IP", 30)
 WAYMARK_API_RATE_WINDOW_SECONDS = env_int("WAYMARK_API_RATE_WINDOW_SECONDS", 60)
+# Verified API tokens cached per process (accounts/token_cache.py): how long an entry lives, how often a process
+# reads the shared auth version (a revoked token or a removed role stops working within this time), how many entries,
+# and how often the last-used times are written. 0 seconds turns the cache off.
+WAYMARK_TOKEN_CACHE_SECONDS = env_int("WAYMARK_TOKEN_CACHE_SECONDS", 30)
+WAYMARK_TOKEN_CACHE_CHECK_SECONDS = 0.5
+WAYMARK_TOKEN_CACHE_SIZE = 10_000
+WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS = env_int("WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS", 30)
 WAYMARK_STUCK_AFTER_SECONDS = env_int("WAYMARK_STUCK_AFTER_SECONDS", 30 * 60)
+# URLs longer than this answer the styled 414 page (config/middleware.py; below gunicorn's own 8190-byte limit).
+WAYMARK_MAX_URL_LENGTH = env_int("WAYMARK_MAX_URL_LENGTH", 8000)
 WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
 WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)
+# OTLP trace ingest (otlp/): a trace without its root span is written after this many seconds without a new span
+# (beat, "sweep-quiet-otlp-traces"); at most this many spans are kept per pending trace.
+WAYMARK_OTLP_QUIET_SECONDS = env_int("WAYMARK_OTLP_QUIET_SECONDS", 300)
+WAYMARK_OTLP_MAX_SPANS_PER_TRACE = env_int("WAYMARK_OTLP_MAX_SPANS_PER_TRACE", 5000)
+CELERY_BEAT_SCHEDULE["sweep-quiet-otlp-traces"] = {"task": "otlp.sweep_quiet_traces", "schedule": timedelta(minutes=1)}
 DATA_UPLOAD_MAX_MEMORY_SIZE = WAYMARK_INGEST_MAX_BYTES + 1024 * 1024
 WAYMARK_REDACT_PATTERNS = env_list("WAYMARK_REDACT_PATTERNS")
 WAYMARK_MINE_MIN_NEW_RUNS = env_int("WAYMARK_MINE_MIN_NEW_RUNS", 10)

@@ -44,6 +44,13 @@ WAYMARK_TOKEN_PEPPER = "waymark-test-pepper"
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+if env_str("WAYMARK_TEST_CACHE_URL", ""):  # server processes a test starts share Redis with it (test_token_cache)
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": env_str("WAYMARK_TEST_CACHE_URL", ""),
+        }
+    }
 # The locmem cache lives for the whole run: limits no other test can reach (tests/config/test_ratelimit.py lowers them).
 WAYMARK_API_RATE_PER_TOKEN = 10**9
 WAYMARK_API_AUTH_FAILURES_PER_IP = 10**9

@@ -5,6 +5,7 @@ from django.test import Client
 
 from accounts.models import ApiToken, AuditEvent
 from accounts.services import Actor, api_token_authenticate, api_token_create, api_token_revoke
+from accounts.token_cache import tokens
 from accounts.tokens import digest_secret, split_token
 from tests.conftest import logged_in
 
@@ -71,10 +72,12 @@ def test_role_bound_scopes_are_granted_to_holders_of_the_role(operator):
     assert token.scopes == ["procedures:mine", "reviews:judge"]
 
 
-def test_authentication_accepts_an_active_token_and_records_its_last_use(viewer, make_token):
+def test_authentication_accepts_an_active_token_and_records_its_last_use_at_the_next_flush(viewer, make_token):
     plaintext = make_token(viewer, "trajectories:read")
     token = api_token_authenticate(plaintext)
     assert token is not None and token.user == viewer
+    assert ApiToken.objects.get(pk=token.pk).last_used_at is None  # not written on the request path
+    assert tokens.flush_used(force=True) == 1
     assert ApiToken.objects.get(pk=token.pk).last_used_at is not None
 
 

@@ -1,0 +1,165 @@
+"""Verified API tokens cached in the process, so an agent's per-step call costs no database round trip.
+
+An entry is keyed by the token's prefix and HMAC digest (never the plaintext) and holds what a request needs: the
+token's fields, its effective scopes and its user's fields and role names. Entries are dropped everywhere at once
+when anything they were built from changes: every change to a token, a user or a user's groups (model signals,
+accounts.apps) writes a new value under one key of the shared cache (Redis, or the file cache of the embedded
+default), the *auth version*. Each process reads that key at most once per WAYMARK_TOKEN_CACHE_CHECK_SECONDS (below
+one second) and forgets its entries when the value changed, so a revoked token or a removed role stops working on
+every web process within that time. An entry also expires after WAYMARK_TOKEN_CACHE_SECONDS. When the shared cache
+cannot be read, nothing is cached: every call goes to the database, as before.
+
+`last_used_at` is not written on the request path: the times are kept in the process and written in one statement
+per token at most every WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS, after a response has been sent (request_finished).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from .models import ApiToken, User
+
+log = logging.getLogger("waymark.auth")
+VERSION_KEY = "waymark:auth:version"
+_USER_FIELDS = tuple(field.attname for field in User._meta.concrete_fields if field.attname != "password")
+_TOKEN_FIELDS = tuple(field.attname for field in ApiToken._meta.concrete_fields)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    token: dict
+    user: dict
+    roles: frozenset[str]
+    version: str
+    expires: float
+
+
+class TokenCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._version: str | None = None
+        self._checked = float("-inf")
+        self._used: dict[int, datetime] = {}
+        self._flushed = time.monotonic()
+
+    # --- the auth version ------------------------------------------------------------------------------------------
+    def version(self) -> str | None:
+        """The shared auth version, read at most once per check interval; None when the shared cache is down."""
+        if not settings.WAYMARK_TOKEN_CACHE_SECONDS:
+            return None
+        now = time.monotonic()
+        if now - self._checked < settings.WAYMARK_TOKEN_CACHE_CHECK_SECONDS and self._version is not None:
+            return self._version
+        try:
+            version = cache.get(VERSION_KEY)
+            if version is None:
+                version = secrets.token_hex(8)
+                if not cache.add(VERSION_KEY, version, timeout=None):
+                    version = cache.get(VERSION_KEY)
+        except Exception:
+            log.warning("auth version unreadable: token cache bypassed", exc_info=True)
+            version = None
+        with self._lock:
+            if version != self._version:
+                self._entries.clear()
+            self._version, self._checked = version, now
+        return version
+
+    def forget(self) -> None:
+        """Forget this process's entries (tests; and the process's own changes, at once)."""
+        with self._lock:
+            self._entries.clear()
+            self._version, self._checked = None, float("-inf")
+
+    # --- entries ---------------------------------------------------------------------------------------------------
+    def get(self, key: str, version: str | None) -> ApiToken | None:
+        """The cached token under `key` if it was cached at `version` (read with version() before the lookup)."""
+        entry = self._entries.get(key)
+        if version is None or entry is None or entry.version != version or entry.expires < time.monotonic():
+            return None
+        return _rebuild(entry)
+
+    def put(self, key: str, token: ApiToken, version: str | None) -> None:
+        """Cache a token read from the database after `version` was read: a change committed after that read bumps
+        the version, so the entry cannot outlive it."""
+        if version is None or not settings.WAYMARK_TOKEN_CACHE_SECONDS:
+            return
+        user = token.user
+        entry = _Entry(
+            token={name: getattr(token, name) for name in _TOKEN_FIELDS} | {"scopes": list(token.scopes)},
+            user={name: getattr(user, name) for name in _USER_FIELDS},
+            roles=frozenset(user.groups.values_list("name", flat=True)),
+            version=version,
+            expires=time.monotonic() + settings.WAYMARK_TOKEN_CACHE_SECONDS,
+        )
+        with self._lock:
+            if len(self._entries) >= settings.WAYMARK_TOKEN_CACHE_SIZE:
+                self._entries.clear()
+            self._entries[key] = entry
+
+    # --- last used -------------------------------------------------------------------------------------------------
+    def used(self, token: ApiToken) -> None:
+        with self._lock:
+            self._used[token.pk] = timezone.now()
+
+    def flush_used(self, *, force: bool = False) -> int:
+        """Write the last-used times seen since the last flush (one UPDATE per token); the number written."""
+        now = time.monotonic()
+        if not force and now - self._flushed < settings.WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS:
+            return 0
+        with self._lock:
+            used, self._used, self._flushed = self._used, {}, now
+        try:
+            for pk, at in used.items():
+                ApiToken.objects.filter(pk=pk).update(last_used_at=at)
+        except DatabaseError:  # busy or down: keep the times for the next flush
+            log.warning("last-used times not written; retried at the next flush", exc_info=True)
+            with self._lock:
+                for pk, at in used.items():
+                    self._used.setdefault(pk, at)
+            return 0
+        return len(used)
+
+
+def _rebuild(entry: _Entry) -> ApiToken:
+    """Fresh model instances per request (requests never share a mutable object)."""
+    user = User(**entry.user)
+    user._role_names = entry.roles
+    token = ApiToken(**entry.token)
+    token.user = user
+    token.scopes = list(entry.token["scopes"])
+    return token
+
+
+def bump_version(**_kwargs) -> None:
+    """Invalidate every process's cached tokens once the change commits (a signal receiver: a token, a user or a
+    user's groups changed). After the commit, not before: a request reading the token meanwhile would otherwise
+    cache the old row under the new version. This process forgets its own entries at once too."""
+    tokens.forget()
+    transaction.on_commit(_bump)
+
+
+def _bump() -> None:
+    try:
+        cache.set(VERSION_KEY, secrets.token_hex(8), timeout=None)
+    except Exception:
+        log.error("auth version not bumped: cached tokens live until they expire", exc_info=True)
+    tokens.forget()
+
+
+def flush_used_on_request_finished(**_kwargs) -> None:
+    tokens.flush_used()
+
+
+tokens = TokenCache()
