@@ -16,8 +16,9 @@ help:
 $(PY):
 	@bash scripts/make-venv.sh $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ./clients/python
 	@touch $(STAMP)
 
 run: $(STAMP)

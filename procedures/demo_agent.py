@@ -9,7 +9,8 @@ It answers a graph evaluation job by following the graph it was given (`simulate
 from Start, each ACTION node on the way one tool call; the run succeeds when the walk reaches End through at least
 one action, so evaluation results depend on the graph's shape.
 
-Pure: no Django, no I/O. The HTTP loop lives in the management command.
+Pure: no Django, no I/O. The HTTP loop lives in the management command, through the Python client's job helper
+(waymark_client, clients/python).
 """
 
 from __future__ import annotations

@@ -52,6 +52,13 @@ def test_with_the_server_down_it_reports_and_exits_under_once(db):
 
 
 @pytest.mark.postgres
+def test_a_refused_token_is_reported_and_exits_under_once(transactional_db, live_server):
+    err = io.StringIO()
+    call_command("run_demo_agent", "--once", "--token", "wm_nope_nope", "--url", live_server.url, stderr=err)
+    assert "demo agent: the server refused the token (401)" in err.getvalue()
+
+
+@pytest.mark.postgres
 def test_it_answers_every_live_replay_job_over_http(
     transactional_db, live_server, operator, make_token, make_agent_token
 ):

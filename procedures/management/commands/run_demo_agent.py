@@ -1,62 +1,45 @@
 """`manage.py run_demo_agent [--once] [--token T] [--url U]`: the demo environment's simulated support agent.
 
-One loop serves both kinds of evaluation job: it claims them over the HTTP API (POST /api/v1/jobs/claim with kinds
-procedure_replay and graph_evaluation), runs a replay job's procedure in the simulated environment or follows a
-graph evaluation job's graph (procedures.demo_agent), and answers with the run (POST /api/v1/jobs/{job}/result).
-While the server is not up, the token is not there yet, or there is no work, it waits with a growing pause (up to
---max-wait seconds) instead of failing; it never exits on an error unless --once is given.
+One loop serves both kinds of evaluation job: through the Python client (waymark_client, clients/python) it claims
+them (POST /api/v1/jobs/claim with kinds procedure_replay and graph_evaluation), runs a replay job's procedure in
+the simulated environment or follows a graph evaluation job's graph (procedures.demo_agent), and answers with the
+run (POST /api/v1/jobs/{job}/result) — the client's job helper, `Waymark.work_jobs`. While the server is not up,
+the token is not there yet, or there is no work, it waits with a growing pause (up to --max-wait seconds) instead
+of failing; it never exits on an error unless --once is given.
 
 The token comes from --token, else WAYMARK_AGENT_TOKEN, else the file seed_demo writes (var/demo-agent-token).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from waymark_client import (
+    APIError,
+    AuthenticationError,
+    Job,
+    PermissionDenied,
+    RetryPolicy,
+    Waymark,
+    WaymarkConnectionError,
+)
 
 from procedures.demo_agent import JOB_SIMULATIONS, simulate_job
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKEN_FILENAME = "demo-agent-token"
+LEASE_SECONDS = 120
+# The command waits between polls itself (growing up to --max-wait): the client only retries a request briefly.
+RETRY = RetryPolicy(max_attempts=2, backoff=0.2)
 
 
 class Unavailable(Exception):
     """The server cannot be reached or refuses us for now (down, no token yet, token refused)."""
-
-
-class AgentClient:
-    def __init__(self, base_url: str, token: str, timeout: float = 10.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        request = urllib.request.Request(
-            self.base_url + path,
-            data=json.dumps(body).encode(),
-            method="POST",
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                return exc.code, json.loads(raw) if raw else None
-            except ValueError:
-                return exc.code, None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise Unavailable(str(exc)) from exc
 
 
 def _token(explicit: str | None) -> str:
@@ -66,6 +49,10 @@ def _token(explicit: str | None) -> str:
         return os.environ["WAYMARK_AGENT_TOKEN"].strip()
     path = Path(settings.VAR_DIR) / TOKEN_FILENAME
     return path.read_text().strip() if path.exists() else ""
+
+
+def _simulate(job: Job) -> dict:
+    return simulate_job(job.kind, job.payload)
 
 
 class Command(BaseCommand):
@@ -79,6 +66,7 @@ class Command(BaseCommand):
         parser.add_argument("--max-wait", type=float, default=30.0, help="longest pause between polls (seconds)")
 
     def handle(self, *args, once: bool, token: str | None, url: str, worker: str, max_wait: float, **options):
+        logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per answered job is ours, not one per poll
         wait = 1.0
         answered = 0
         while True:
@@ -104,21 +92,21 @@ class Command(BaseCommand):
         """Claim and answer jobs until none is open. Returns how many were answered."""
         if not token:
             raise Unavailable("no agent token yet (run seed_demo or pass --token)")
-        client = AgentClient(url, token)
         answered = 0
-        while True:
-            claim = {"worker": worker, "lease_seconds": 120, "kinds": list(JOB_SIMULATIONS)}
-            status, job = client.post("/api/v1/jobs/claim", claim)
-            if status == 204:
-                return answered
-            if status in (401, 403):
-                raise Unavailable(f"the server refused the token ({status})")
-            if status != 200 or not isinstance(job, dict):
-                raise Unavailable(f"claim answered {status}")
-            run = simulate_job(str(job.get("kind")), job.get("payload") or {})
-            status, body = client.post(f"/api/v1/jobs/{job['id']}/result", {"run": run})
-            if status in (200, 201):
-                answered += 1
-                self.stdout.write(f"demo agent: {job.get('kind')} job {job['id']} answered ({run['outcome']})")
-            else:
-                self.stderr.write(f"demo agent: job {job['id']} refused ({status}): {body}")
+        with Waymark(url, token, retry=RETRY) as client:
+            jobs = client.work_jobs(_simulate, worker=worker, kinds=JOB_SIMULATIONS, lease_seconds=LEASE_SECONDS)
+            try:
+                for outcome in jobs:
+                    job = outcome.job
+                    if outcome.answered:
+                        answered += 1
+                        self.stdout.write(f"demo agent: {job.kind} job {job.id} answered ({outcome.run['outcome']})")
+                    else:
+                        self.stderr.write(f"demo agent: job {job.id} refused: {outcome.error}")
+            except WaymarkConnectionError as exc:
+                raise Unavailable(str(exc)) from exc
+            except (AuthenticationError, PermissionDenied) as exc:
+                raise Unavailable(f"the server refused the token ({exc.status})") from exc
+            except APIError as exc:
+                raise Unavailable(f"the server answered {exc.status} ({exc.code})") from exc
+        return answered

@@ -1,0 +1,225 @@
+"""`AsyncWaymark`: the asyncio client (httpx2.AsyncClient), driving the same core operations as `Waymark`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx2
+
+from . import _core
+from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Core, Operation, ResponseCache, RetryPolicy, Send, Sleep
+from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedures, PushResult
+from ._recording import PushMode, RecordedRun, _current, tool
+from ._sync import connection_settings, default_headers
+
+
+class AsyncRun(RecordedRun):
+    """A run recorded with the asyncio client: `await run.guidance()` under the pinned revision."""
+
+    def __init__(self, client: AsyncWaymark, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._client = client
+
+    async def guidance(
+        self, query: str | None = None, *, mode: str | None = None, hops: int | None = None, window: int | None = None
+    ) -> Guidance:
+        request = self.guidance_request(query, {"mode": mode, "hops": hops, "window": window})
+        return await self._client.guidance(self.graph_workspace, **request)
+
+
+class AsyncRunContext:
+    """`async with client.run(...) as run:`: as RunContext, awaited."""
+
+    def __init__(self, client: AsyncWaymark, run: AsyncRun, *, push: PushMode, pins: dict[str, Any]) -> None:
+        self._client = client
+        self.run = run
+        self._push = push
+        self._pins = pins
+        self._token: Any = None
+        self.pushed: PushResult | None = None
+
+    async def __aenter__(self) -> AsyncRun:
+        client = self._client
+        await client._drive(_core.pin_run(client._core, self.run, **self._pins))
+        self.run.start()
+        self._token = _current.set(self.run)
+        return self.run
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        _current.reset(self._token)
+        self.run.finish(exc)
+        client = self._client
+        delivery = _core.deliver(client._core, client._buffer, self.run, self._push, raised=exc is not None)
+        self.pushed = await client._drive(delivery)
+        return False
+
+
+class AsyncWaymark:
+    """The asyncio Waymark client: the same operations as `Waymark`, awaited. Job handlers may be coroutines."""
+
+    tool = staticmethod(tool)
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float | httpx2.Timeout = 10.0,
+        retry: RetryPolicy | None = None,
+        cache: ResponseCache | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.base_url, token = connection_settings(base_url, token)
+        self._core = Core(retry=retry, cache=cache)
+        self._buffer = _core.Buffer()
+        self._sleep = sleep
+        self._http = httpx2.AsyncClient(
+            base_url=self.base_url, headers=default_headers(token), timeout=timeout, transport=transport
+        )
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._core.retry
+
+    @property
+    def cache(self) -> ResponseCache:
+        return self._core.cache
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    async def _drive[T](self, operation: Operation[T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                action = operation.throw(error) if error is not None else operation.send(value)
+            except StopIteration as stop:
+                return stop.value
+            value = error = None
+            if isinstance(action, Send):
+                request = self._http.build_request(
+                    action.method, action.path, json=action.json, params=action.params, headers=action.headers
+                )
+                try:
+                    value = await self._http.send(request)
+                except httpx2.TransportError as exc:
+                    error = exc
+            elif isinstance(action, Sleep):
+                await self._sleep(action.seconds)
+            elif isinstance(action, Call):
+                try:
+                    value = action.fn(*action.args)
+                    if inspect.isawaitable(value):
+                        value = await value
+                except Exception as exc:
+                    error = exc
+
+    async def aclose(self, *, flush: bool = True) -> None:
+        try:
+            if flush and len(self._buffer):
+                await self.flush()
+        finally:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncWaymark:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        await self.aclose(flush=exc is None)
+
+    def run(
+        self,
+        *,
+        task: str,
+        source: str,
+        intent: str = "",
+        external_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        workspace: str | None = None,
+        revision: str | int | None = None,
+        procedure: bool = False,
+        push: PushMode = "now",
+    ) -> AsyncRunContext:
+        run = AsyncRun(
+            self,
+            task=task,
+            source=source,
+            intent=intent,
+            external_id=external_id,
+            metadata=metadata,
+            graph_workspace=workspace or "",
+        )
+        pins = {"workspace": workspace, "revision": revision, "procedure_intent": intent if procedure else None}
+        return AsyncRunContext(self, run, push=push, pins=pins)
+
+    async def push(self, runs: Iterable[Any], *, batch_size: int = DEFAULT_BATCH_RUNS) -> PushResult:
+        return await self._drive(self._core.push(runs, batch_size=batch_size))
+
+    async def flush(self, *, batch_size: int = DEFAULT_BATCH_RUNS) -> PushResult:
+        return await self._drive(_core.flush(self._core, self._buffer, batch_size=batch_size))
+
+    async def get_run(self, run_id: int) -> dict[str, Any]:
+        return await self._drive(self._core.get_run(run_id))
+
+    async def active_graph(self, workspace: str) -> GraphRevision:
+        return await self._drive(self._core.active_graph(workspace))
+
+    async def graph_revision(self, workspace: str, ref: str | int) -> GraphRevision:
+        return await self._drive(self._core.graph_revision(workspace, ref))
+
+    async def procedures(self, intent: str | None = None) -> Procedures:
+        return await self._drive(self._core.procedures(intent))
+
+    async def guidance(
+        self,
+        workspace: str,
+        *,
+        query: str = "",
+        steps: Sequence[dict[str, Any]] = (),
+        revision: str | None = None,
+        mode: str | None = None,
+        hops: int | None = None,
+        window: int | None = None,
+    ) -> Guidance:
+        operation = self._core.guidance(
+            workspace, query=query, steps=steps, revision=revision, mode=mode, hops=hops, window=window
+        )
+        return await self._drive(operation)
+
+    async def claim(
+        self, *, worker: str, kinds: Sequence[str] | None = JOB_KINDS, lease_seconds: int = 300
+    ) -> Job | None:
+        return await self._drive(self._core.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds))
+
+    async def answer(self, job_id: int, run: Any) -> JobAnswer:
+        return await self._drive(self._core.answer(job_id, run))
+
+    async def work_jobs(
+        self,
+        handler: Callable[[Job], Any],
+        *,
+        worker: str,
+        kinds: Sequence[str] | None = JOB_KINDS,
+        lease_seconds: int = 300,
+        limit: int | None = None,
+        on_error: Literal["raise", "skip", "answer"] = "raise",
+    ) -> AsyncIterator[JobOutcome]:
+        done = 0
+        while limit is None or done < limit:
+            job = await self.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds)
+            if job is None:
+                return
+            yield await self._drive(self._core.work_job(job, handler, on_error=on_error))
+            done += 1
+
+    async def answer_jobs(self, handler: Callable[[Job], Any], **options: Any) -> list[JobOutcome]:
+        return [outcome async for outcome in self.work_jobs(handler, **options)]
