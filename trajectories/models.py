@@ -27,8 +27,6 @@ class RunQuerySet(models.QuerySet):
 class Run(models.Model):
     """One agent run, identified by (source, external_id). Step totals are denormalized at ingest."""
 
-    objects = RunQuerySet.as_manager()
-
     source = models.CharField(max_length=100)
     external_id = models.CharField(max_length=200)
     task = models.TextField(blank=True)
@@ -45,6 +43,13 @@ class Run(models.Model):
     total_tokens = models.PositiveBigIntegerField(default=0)
     cost = models.FloatField(default=0.0)
     tools = models.JSONField(default=list, blank=True, help_text="distinct tools in first-use order (display)")
+    duration_seconds = models.FloatField(null=True, blank=True, help_text="ended_at - started_at (set at ingest)")
+    # What full-text search reads: task, tools, arguments and observations, bounded (trajectories.core.search). On
+    # PostgreSQL a stored generated tsvector column `search_vector` with a GIN index is derived from it (migration
+    # 0004, raw SQL: Django does not know that column).
+    search_document = models.TextField(blank=True, default="", editable=False)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-id"]
@@ -56,6 +61,12 @@ class Run(models.Model):
             models.Index(fields=["source", "-id"], name="trajectories_run_source"),
             models.Index(fields=["intent", "-id"], name="trajectories_run_intent"),
             models.Index(fields=["graph_workspace", "-id"], name="trajectories_run_workspace"),
+            # keyset pages of the explorer's sorts: (sort key, id)
+            models.Index(fields=["score", "id"], name="trajectories_run_score"),
+            models.Index(fields=["cost", "id"], name="trajectories_run_cost"),
+            models.Index(fields=["step_count", "id"], name="trajectories_run_steps"),
+            models.Index(fields=["duration_seconds", "id"], name="trajectories_run_duration"),
+            models.Index(fields=["created_at"], name="trajectories_run_received"),
         ]
 
     def __str__(self) -> str:

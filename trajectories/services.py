@@ -19,6 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 from accounts.services import Actor, audit_record
 
 from .core.redaction import Redactor
+from .core.search import SearchStep, search_document
 from .core.steps import normalize_steps
 from .models import Run, Step
 from .schemas import RunIn, StepIn
@@ -142,25 +143,36 @@ class _Prepared:
     steps: list[Step]
 
 
+def _duration(started_at: datetime | None, ended_at: datetime | None) -> float | None:
+    if started_at is None or ended_at is None:
+        return None
+    return max(0.0, (ended_at - started_at).total_seconds())
+
+
 def _prepare(item: RunIn, redactor: Redactor, now: datetime) -> _Prepared:
     steps = _step_rows(item.steps, redactor)
+    task = redactor.text(item.task)
+    started_at, ended_at = _aware(item.started_at), _aware(item.ended_at)
     run = Run(
         source=item.source,
         external_id=item.external_id,
-        task=redactor.text(item.task),
+        task=task,
         intent=item.intent,
         outcome=item.outcome,
         score=item.score,
         graph_workspace=item.graph_workspace,
         graph_revision=item.graph_revision,
         metadata=redactor.value(item.metadata),
-        started_at=_aware(item.started_at),
-        ended_at=_aware(item.ended_at),
+        started_at=started_at,
+        ended_at=ended_at,
+        duration_seconds=_duration(started_at, ended_at),
         created_at=now,
         step_count=len(steps),
         total_tokens=sum(s.input_tokens + s.cached_input_tokens + s.output_tokens for s in steps),
         cost=sum(s.cost for s in steps),
         tools=list(dict.fromkeys(s.tool for s in steps)),
+        # what full-text search reads: the stored (redacted, normalized) texts, bounded
+        search_document=search_document(task, [SearchStep(s.tool, s.arguments, s.observation) for s in steps]),
     )
     return _Prepared(run=run, steps=steps)
 

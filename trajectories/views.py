@@ -1,7 +1,14 @@
-"""Trajectory pages: the run list (filters, cursor paging, htmx fragment) and one run's step timeline."""
+"""Trajectory pages: the explorer (search, filters, sorting, totals, keyset pages, htmx fragment, JSONL export), one
+run's page (waterfall, steps, formatted metadata) and two runs side by side."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.http import urlencode
 
@@ -9,43 +16,203 @@ from config.cursors import InvalidCursor
 from reviews import rubric_selectors
 
 from . import selectors
+from .core.align import align_tools
 from .forms import RunFilterForm
+from .models import EVALUATION_SOURCE
 
 PAGE_SIZE = 25
-FILTER_FIELDS = ("q", "outcome", "source", "tool", "intent")
+# The fields that narrow or order the list (kept in paging and export links); the cursor is not one of them.
+FILTER_FIELDS = (
+    "q",
+    "outcome",
+    "source",
+    "tool",
+    "intent",
+    "kind",
+    "received_from",
+    "received_to",
+    "score_min",
+    "score_max",
+    "duration_min",
+    "duration_max",
+    "cost_min",
+    "cost_max",
+    "steps_min",
+    "steps_max",
+    "sort",
+)
+# Longer than any query string the form can produce (its max lengths, percent-encoded): refused with a message
+# before anything is parsed, well under the web server's request-line limit.
+MAX_QUERY_CHARS = 4000
+
+
+def _filters(form: RunFilterForm) -> selectors.RunFilters:
+    """The valid fields of a bound form (invalid ones are left out), production runs by default."""
+    values = form.cleaned_data if form.is_bound else {}
+    received_from, received_before = form.received_bounds() if form.is_bound else (None, None)
+    return selectors.RunFilters(
+        outcome=values.get("outcome") or None,
+        source=values.get("source") or None,
+        tool=values.get("tool") or None,
+        intent=values.get("intent") or None,
+        search=values.get("q") or None,
+        kind=values.get("kind") or "production",
+        received_from=received_from,
+        received_before=received_before,
+        **{
+            name: values.get(name)
+            for name in (
+                "score_min",
+                "score_max",
+                "duration_min",
+                "duration_max",
+                "cost_min",
+                "cost_max",
+                "steps_min",
+                "steps_max",
+            )
+        },
+    )
+
+
+def _read_form(request: HttpRequest) -> tuple[RunFilterForm, str]:
+    """The bound filter form (validated) and a notice for what was refused or ignored."""
+    size = len(request.META.get("QUERY_STRING", ""))
+    if size > MAX_QUERY_CHARS:
+        form = RunFilterForm()
+        return form, (
+            f"These filters are too long ({size:,} characters in the address; at most {MAX_QUERY_CHARS:,}) "
+            "and were ignored: showing all production runs."
+        )
+    form = RunFilterForm(request.GET or None)
+    if not form.is_bound or form.is_valid():
+        return form, ""
+    return form, f"Some filters were not valid and were ignored. {form.error_summary()}"
+
+
+def _active(request: HttpRequest, form: RunFilterForm) -> dict[str, str]:
+    """The filters in effect as they were typed (valid, non-empty): what paging and export links carry."""
+    if not form.is_bound:
+        return {}
+    valid = form.cleaned_data
+    return {
+        name: request.GET[name]
+        for name in FILTER_FIELDS
+        if name in valid and valid[name] not in (None, "") and request.GET.get(name, "") != ""
+    }
 
 
 @login_required
 def list_view(request: HttpRequest) -> HttpResponse:
-    form = RunFilterForm(request.GET or None)
-    values = form.cleaned_data if form.is_valid() else {}
-    filters = selectors.RunFilters(**{name: values.get(name) or None for name in FILTER_FIELDS})
-    notice = "" if form.is_valid() or not form.is_bound else "Some filters were not valid and were ignored."
+    form, notice = _read_form(request)
+    filters = _filters(form)
+    values = form.cleaned_data if form.is_bound else {}
+    sort = values.get("sort") or "newest"
+    cursor = values.get("cursor") or None
     try:
-        page = selectors.run_page(filters=filters, cursor=values.get("cursor") or None, limit=PAGE_SIZE)
+        page = selectors.run_page(filters=filters, cursor=cursor, limit=PAGE_SIZE, sort=sort)
     except InvalidCursor:
-        notice = "That page link is no longer valid; showing the newest runs."
-        page = selectors.run_page(filters=filters, limit=PAGE_SIZE)
+        notice = " ".join(filter(None, [notice, "That page link is no longer valid; showing the first page."]))
+        cursor = None
+        page = selectors.run_page(filters=filters, limit=PAGE_SIZE, sort=sort)
+    totals = selectors.run_totals(filters=filters)
     rubric_selectors.attach_rubric_scores(page.runs)
-    active = {name: values[name] for name in FILTER_FIELDS if values.get(name)}
+    active = _active(request, form)
     context = {
         "form": form,
         "page": page,
+        "totals": totals,
         "notice": notice,
-        "is_first_page": not values.get("cursor") or bool(notice),
+        "kind": filters.kind,
+        "is_first_page": not cursor,
         "first_query": urlencode(active),
         "next_query": urlencode({**active, "cursor": page.next_cursor}) if page.next_cursor else "",
+        "export_query": urlencode(active),
     }
     template = "trajectories/list.html#results" if request.htmx else "trajectories/list.html"
     return render(request, template, context)
 
 
+def _jsonl(items: Iterator[dict[str, Any]]) -> Iterator[str]:
+    for item in items:
+        yield json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+@login_required
+def export_view(request: HttpRequest) -> HttpResponse:
+    """The filtered runs as JSONL in the ingest format (one run a line, oldest first), streamed."""
+    form, notice = _read_form(request)
+    if notice:
+        return HttpResponse(notice + "\n", status=400, content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(
+        _jsonl(selectors.export_items(filters=_filters(form))), content_type="application/x-ndjson; charset=utf-8"
+    )
+    response["Content-Disposition"] = 'attachment; filename="runs.jsonl"'
+    return response
+
+
 @login_required
 def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = selectors.run_with_steps(pk)
+    steps = list(run.steps.all())
     context = {
         "run": run,
-        "steps": list(run.steps.all()),
+        "steps": steps,
+        "waterfall": selectors.run_waterfall(run, steps),
+        "is_evaluation": run.source == EVALUATION_SOURCE,
+        "metadata_json": json.dumps(run.metadata, indent=2, ensure_ascii=False, sort_keys=True) if run.metadata else "",
         "rubric_panel": rubric_selectors.run_panel(request.user, run),
     }
     return render(request, "trajectories/detail.html", context)
+
+
+def _parse_run_id(raw: str | None) -> int | None:
+    text = (raw or "").strip().removeprefix("#")
+    if not (text.isascii() and text.isdigit()) or len(text) > 18 or int(text) < 1:
+        return None
+    return int(text)
+
+
+def _compare_rows(run_a, run_b) -> list[dict[str, Any]]:
+    steps_a, steps_b = list(run_a.steps.all()), list(run_b.steps.all())
+    rows = []
+    for aligned in align_tools([s.tool for s in steps_a], [s.tool for s in steps_b]):
+        a = steps_a[aligned.a] if aligned.a is not None else None
+        b = steps_b[aligned.b] if aligned.b is not None else None
+        differs = []
+        if a is not None and b is not None:
+            if a.tool != b.tool:
+                differs.append("tool")
+            if a.arguments != b.arguments:
+                differs.append("arguments")
+            if a.ok != b.ok:
+                differs.append("status")
+        rows.append({"kind": aligned.kind, "a": a, "b": b, "differs": differs})
+    return rows
+
+
+@login_required
+def compare_view(request: HttpRequest) -> HttpResponse:
+    """Two runs side by side, their steps aligned on the tool sequences (trajectories.core.align)."""
+    raw_a, raw_b = request.GET.get("a", ""), request.GET.get("b", "")
+    context: dict[str, Any] = {"raw_a": raw_a[:20], "raw_b": raw_b[:20], "error": "", "rows": []}
+    if not raw_a and not raw_b:
+        return render(request, "trajectories/compare.html", context)
+    id_a, id_b = _parse_run_id(raw_a), _parse_run_id(raw_b)
+    if id_a is None or id_b is None:
+        context["error"] = "Give two run numbers to compare, e.g. ?a=12&b=15."
+        return render(request, "trajectories/compare.html", context, status=400)
+    runs = selectors.runs_with_steps([id_a, id_b])
+    missing = [f"#{pk}" for pk in (id_a, id_b) if pk not in runs]
+    if missing:
+        context["error"] = f"No run {' or '.join(dict.fromkeys(missing))}."
+        return render(request, "trajectories/compare.html", context, status=404)
+    run_a, run_b = runs[id_a], runs[id_b]
+    rows = _compare_rows(run_a, run_b)
+    context.update(
+        run_a=run_a,
+        run_b=run_b,
+        rows=rows,
+        same=sum(row["kind"] == "equal" and not row["differs"] for row in rows),
+    )
+    return render(request, "trajectories/compare.html", context)
