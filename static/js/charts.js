@@ -1,44 +1,82 @@
 // Charts drawn with the vendored Chart.js from a JSON island (Django's json_script) on the page:
 //   <canvas data-chart="island-id"></canvas> {{ spec|json_script:"island-id" }}
-// spec: {labels: [...], x_title, y_title, kind?: "line"|"bar", series: [{label, data: [number|null], points_only?,
-// stepped?}]}.
+// Pages load it with {% include "_chart_scripts.html" %} in their head block; specs are built by
+// config/charts.py (chart_spec).
+// spec: {labels: [...], x_title, y_title, kind?: "line"|"bar", stacked?: bool,
+//        y_range?: [min|null, max|null] (suggested; default [0, 1]; null: the data decides), y_integer?: bool,
+//        y2_title?, y2_range?, y2_integer? (a second axis on the right, for series with axis "y2"),
+//        series: [{label, data: [number|null], kind?: "line"|"bar" (default: the chart's), axis?: "y"|"y2",
+//                  tone?: "success"|"failure"|"neutral", points_only?, stepped?}]}.
 // Every chart has its numbers in a table beside it, so the page says everything without this file.
 (() => {
   "use strict";
 
   const COLOURS = ["#4f46e5", "#166534", "#b45309", "#b42318", "#0b5cad"];
+  const TONES = { success: "#166534", failure: "#b42318", neutral: "#6b7280" };
+  const POINTS = ["circle", "rect", "triangle", "rectRot", "star"];
 
-  function dataset(series, index) {
-    const colour = COLOURS[index % COLOURS.length];
-    return {
+  function dataset(spec, series, index) {
+    const colour = TONES[series.tone] || COLOURS[index % COLOURS.length];
+    const kind = series.kind || spec.kind || "line";
+    const common = {
       label: series.label,
       data: series.data,
+      type: kind,
+      yAxisID: series.axis === "y2" ? "y2" : "y",
       borderColor: colour,
       backgroundColor: colour,
+      // Lines are drawn over bars (a lower order is drawn later).
+      order: kind === "line" ? 0 : 1,
+    };
+    if (kind === "bar") return common;
+    return {
+      ...common,
       showLine: !series.points_only,
       stepped: series.stepped ? "before" : false,
       spanGaps: false,
       pointRadius: series.points_only ? 5 : 3,
-      pointStyle: ["circle", "rect", "triangle", "rectRot", "star"][index % 5],
+      pointStyle: POINTS[index % POINTS.length],
     };
+  }
+
+  function range(values, fallback) {
+    const [min, max] = Array.isArray(values) ? values : fallback;
+    const options = {};
+    if (min !== null && min !== undefined) options.suggestedMin = min;
+    if (max !== null && max !== undefined) options.suggestedMax = max;
+    return options;
+  }
+
+  function scales(spec) {
+    const axis = (title) => ({ title: { display: Boolean(title), text: title || "" } });
+    const stacked = Boolean(spec.stacked);
+    const y = { ...axis(spec.y_title), ...range(spec.y_range, [0, 1]), stacked };
+    if (spec.y_integer) y.ticks = { precision: 0 };
+    const result = { x: { ...axis(spec.x_title), stacked }, y };
+    if (spec.series.some((series) => series.axis === "y2")) {
+      result.y2 = {
+        ...axis(spec.y2_title),
+        ...range(spec.y2_range, [0, null]),
+        position: "right",
+        grid: { drawOnChartArea: false },
+      };
+      if (spec.y2_integer) result.y2.ticks = { precision: 0 };
+    }
+    return result;
   }
 
   function draw(canvas) {
     const island = document.getElementById(canvas.dataset.chart);
     if (!island || window.Chart === undefined || window.Chart.getChart(canvas)) return;
     const spec = JSON.parse(island.textContent);
-    const axis = (title) => ({ title: { display: Boolean(title), text: title || "" } });
     new window.Chart(canvas, {
       type: spec.kind === "bar" ? "bar" : "line",
-      data: { labels: spec.labels, datasets: spec.series.map(dataset) },
+      data: { labels: spec.labels, datasets: spec.series.map((series, index) => dataset(spec, series, index)) },
       options: {
         animation: false,
         maintainAspectRatio: false,
         interaction: { mode: "index", intersect: false },
-        scales: {
-          x: axis(spec.x_title),
-          y: { ...axis(spec.y_title), suggestedMin: 0, suggestedMax: 1 },
-        },
+        scales: scales(spec),
         plugins: { legend: { position: "bottom" } },
       },
     });
