@@ -3,6 +3,10 @@
 token, JSON parsing, validation, normalization, idempotency check, audit) against a raw `bulk_create` of the same
 rows, measured in the same process on a throwaway database `waymark_bench`. Prints the ratio (aim: >= 0.5).
 
+Then the OTLP case: the same runs as OpenTelemetry traces (an invoke_agent span, per step a chat span carrying the
+tokens and cost and an execute_tool span), one protobuf ExportTraceServiceRequest per batch, through
+POST /api/v1/otlp/v1/traces, interleaved with the JSON ingest of the same runs: runs/s as a ratio (aim: >= 0.8).
+
 Usage: .venv/bin/python bench/ingest.py   (DATABASE_URL names the PostgreSQL server; default 127.0.0.1:5432)
 """
 
@@ -144,6 +148,133 @@ def _raw_insert(items: list[dict]) -> None:
         Step.objects.bulk_create(steps, batch_size=2000)
 
 
+def _otlp_body(items: list[dict]) -> bytes:
+    """The runs as one OTLP ExportTraceServiceRequest (built with the protocol package, outside the timed part)."""
+    import json as _json
+    from datetime import datetime
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+    def value(raw) -> AnyValue:
+        if isinstance(raw, bool):
+            return AnyValue(bool_value=raw)
+        if isinstance(raw, int):
+            return AnyValue(int_value=raw)
+        if isinstance(raw, float):
+            return AnyValue(double_value=raw)
+        return AnyValue(string_value=str(raw))
+
+    def attrs(mapping: dict) -> list[KeyValue]:
+        return [KeyValue(key=key, value=value(raw)) for key, raw in mapping.items()]
+
+    def nanos(text: str) -> int:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()) * 1_000_000_000
+
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.extend(attrs({"service.name": "bench-otlp"}))
+    spans = resource_spans.scope_spans.add().spans
+    for item in items:
+        trace_id = uuid.uuid4().bytes
+        root_id = uuid.uuid4().bytes[:8]
+        start, end = nanos(item["started_at"]), nanos(item["ended_at"])
+        root = spans.add(
+            trace_id=trace_id,
+            span_id=root_id,
+            name="invoke_agent bench",
+            start_time_unix_nano=start,
+            end_time_unix_nano=end,
+            status=Status(code=Status.STATUS_CODE_OK if item["outcome"] == "success" else Status.STATUS_CODE_ERROR),
+        )
+        root.attributes.extend(
+            attrs(
+                {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "waymark.task": item["task"],
+                    "waymark.intent": item["intent"],
+                    "waymark.score": item["score"],
+                    **item["metadata"],
+                }
+            )
+        )
+        for number, step in enumerate(item["steps"]):
+            at = start + (number * 2 + 1) * 1_000_000_000
+            chat = spans.add(
+                trace_id=trace_id,
+                span_id=uuid.uuid4().bytes[:8],
+                parent_span_id=root_id,
+                name="chat bench",
+                start_time_unix_nano=at,
+                end_time_unix_nano=at + 500_000_000,
+            )
+            chat.attributes.extend(
+                attrs(
+                    {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.usage.input_tokens": step["input_tokens"] + step["cached_input_tokens"],
+                        "gen_ai.usage.cache_read.input_tokens": step["cached_input_tokens"],
+                        "gen_ai.usage.output_tokens": step["output_tokens"],
+                        "waymark.cost": step["cost"],
+                    }
+                )
+            )
+            tool = spans.add(
+                trace_id=trace_id,
+                span_id=uuid.uuid4().bytes[:8],
+                parent_span_id=root_id,
+                name=f"execute_tool {step['tool']}",
+                start_time_unix_nano=at + 600_000_000,
+                end_time_unix_nano=at + 1_600_000_000,
+                status=Status(code=Status.STATUS_CODE_OK),
+            )
+            tool.attributes.extend(
+                attrs(
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": step["tool"],
+                        "gen_ai.tool.call.arguments": _json.dumps(step["arguments"]),
+                        "gen_ai.tool.call.result": step["observation"],
+                    }
+                )
+            )
+    return request.SerializeToString()
+
+
+def _otlp_case(client) -> None:
+    """OTLP ingest of the same runs against the JSON ingest, interleaved: runs/s as a ratio."""
+
+    def post_json(body: str) -> None:
+        response = client.generic("POST", "/api/v1/trajectories", body, content_type="application/json")
+        if response.status_code != 201:
+            raise SystemExit(f"ingest answered {response.status_code}: {response.content[:300]!r}")
+
+    def post_otlp(body: bytes) -> None:
+        response = client.generic("POST", "/api/v1/otlp/v1/traces", body, content_type="application/x-protobuf")
+        if response.status_code != 200 or response.content:  # an empty response: a full success
+            raise SystemExit(f"OTLP ingest answered {response.status_code}: {response.content[:300]!r}")
+
+    post_otlp(_otlp_body(_batch("warm-otlp")))
+    json_times, otlp_times = [], []
+    for number in range(BATCHES):
+        # Both bodies are built before the clock starts: each path is timed from the bytes it receives.
+        json_body, otlp_body = json.dumps({"runs": _batch(f"json-{number}")}), _otlp_body(_batch(f"otlp-{number}"))
+        started = time.perf_counter()
+        post_json(json_body)
+        json_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        post_otlp(otlp_body)
+        otlp_times.append(time.perf_counter() - started)
+    json_seconds, otlp_seconds = min(json_times), min(otlp_times)
+    runs, spans = RUNS_PER_BATCH, RUNS_PER_BATCH * (1 + 2 * STEPS_PER_RUN)
+    print(f"OTLP: {BATCHES} batches of {RUNS_PER_BATCH} traces x {1 + 2 * STEPS_PER_RUN} spans (protobuf)")
+    print(f"JSON ingest      {runs / json_seconds:9.0f} runs/s  (best batch)")
+    print(f"OTLP ingest      {runs / otlp_seconds:9.0f} runs/s {spans / otlp_seconds:9.0f} spans/s  (best batch)")
+    ratio = json_seconds / otlp_seconds
+    print(f"ratio (OTLP / JSON): {ratio:.2f}  (aim >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})")
+
+
 def main() -> int:
     _setup_django()
     from django.db import connection
@@ -154,6 +285,7 @@ def main() -> int:
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE trajectories_step, trajectories_run RESTART IDENTITY CASCADE")
+        cursor.execute("TRUNCATE otlp_pendingspan, otlp_trace RESTART IDENTITY CASCADE")
     user, _ = User.objects.update_or_create(username="bench-agent", defaults={"is_agent": True})  # agent-only scope
     _, token = api_token_create(
         actor=Actor.system(), user=user, name=f"bench {uuid.uuid4().hex[:6]}", scopes=["trajectories:write"]
@@ -186,6 +318,7 @@ def main() -> int:
     print(f"raw bulk_create  {runs / raw_seconds:9.0f} runs/s {steps / raw_seconds:9.0f} steps/s  (best batch)")
     ratio = raw_seconds / api_seconds
     print(f"ratio (API / raw): {ratio:.2f}  (aim >= 0.5: {'met' if ratio >= 0.5 else 'NOT met'})")
+    _otlp_case(client)
     return 0
 
 

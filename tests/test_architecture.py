@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["accounts", "trajectories", "llm", "graphs", "procedures", "intents", "reviews", "config"]
+APPS = ["accounts", "trajectories", "llm", "graphs", "procedures", "intents", "reviews", "config", "otlp"]
 WRITE_METHODS = {
     "save",
     "create",

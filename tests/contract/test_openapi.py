@@ -51,7 +51,7 @@ def every_scope_token(make_token, make_agent_token, operator):
 
     def token_for(operation) -> str:
         path = operation.path
-        agent_only = path.startswith(("/api/v1/jobs", "/api/v1/replays")) or (
+        agent_only = path.startswith(("/api/v1/jobs", "/api/v1/replays", "/api/v1/otlp")) or (
             path == "/api/v1/trajectories" and operation.method.upper() == "POST"
         )
         return agent if agent_only else person
