@@ -20,13 +20,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from trajectories import copy_ingest
 from trajectories.models import Run
 from trajectories.services import IngestInvalid, run_ingest_batch
 
@@ -247,27 +249,26 @@ def _complete(
         return
     sender = actor.user if actor.user is not None and actor.user.pk else None
     with transaction.atomic():
-        rows = []
-        for mapping in mappings:
-            if mapping.trace_id not in direct:
-                continue
-            written = mapping.trace_id in run_ids
-            rows.append(
-                Trace(
-                    trace_id=mapping.trace_id,
-                    status=TraceStatus.WRITTEN if written else TraceStatus.DISCARDED,
-                    sender=sender,
-                    root_received=True,
-                    span_count=len(mapping.span_ids),
-                    first_seen_at=now,
-                    last_seen_at=now,
-                    completed_at=now,
-                    run_id=run_ids.get(mapping.trace_id),
-                    span_ids=list(mapping.span_ids),
-                    problems=list(mapping.problems),
+        _insert_traces(
+            [
+                (
+                    mapping.trace_id,
+                    (TraceStatus.WRITTEN if mapping.trace_id in run_ids else TraceStatus.DISCARDED).value,
+                    sender.pk if sender is not None else None,
+                    True,
+                    len(mapping.span_ids),
+                    now,
+                    now,
+                    now,
+                    run_ids.get(mapping.trace_id),
+                    list(mapping.span_ids),
+                    0,
+                    list(mapping.problems),
                 )
-            )
-        Trace.objects.bulk_create(rows, ignore_conflicts=True)
+                for mapping in mappings
+                if mapping.trace_id in direct
+            ]
+        )
         finished = [m for m in mappings if m.trace_id not in direct]
         for mapping in finished:
             written = mapping.trace_id in run_ids
@@ -305,6 +306,36 @@ def _complete(
                 "run_ids": written_ids[:20],
             },
         )
+
+
+# The columns of a completed trace row, in the order of _insert_traces' tuples.
+TRACE_COLUMNS = (
+    "trace_id",
+    "status",
+    "sender_id",
+    "root_received",
+    "span_count",
+    "first_seen_at",
+    "last_seen_at",
+    "completed_at",
+    "run_id",
+    "span_ids",
+    "late_spans",
+    "problems",
+)
+
+
+def _insert_traces(rows: list[tuple[Any, ...]]) -> None:
+    """The rows of traces completed in the request that brought them (no pending row exists, unless a concurrent
+    request just kept spans of it: that row is left alone). One INSERT … ON CONFLICT DO NOTHING on PostgreSQL, a
+    bulk_create elsewhere."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        copy_ingest.insert_ignoring_conflicts(model=Trace, columns=TRACE_COLUMNS, rows=rows, conflict=("trace_id",))
+        return
+    traces = [Trace(**dict(zip(TRACE_COLUMNS, row, strict=True))) for row in rows]  # sender_id: the attname
+    Trace.objects.bulk_create(traces, ignore_conflicts=True)
 
 
 def otlp_traces_sweep(*, now: datetime | None = None, limit: int = 200) -> int:

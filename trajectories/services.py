@@ -11,16 +11,17 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from accounts.services import Actor, audit_record
 
+from . import copy_ingest, rollup
 from .core.redaction import Redactor
 from .core.search import SearchStep, search_document
-from .core.steps import normalize_steps
+from .core.steps import DEFAULT_FAMILY_MAP, normalize_tool, safe_arguments
 from .models import Run, Step
 from .schemas import RunIn, StepIn
 
@@ -102,45 +103,74 @@ def _family(declared: str | None) -> str:
     return _NOT_FAMILY_CHARS.sub("", (declared or "").casefold())[:40]
 
 
-def _step_rows(steps: list[StepIn], redactor: Redactor) -> list[Step]:
-    events = [
-        {
-            "name": step.tool,
-            "args": redactor.value(step.arguments),
-            "ok": step.ok,
-            "input_tokens": step.input_tokens,
-            "cached_input_tokens": step.cached_input_tokens,
-            "output_tokens": step.output_tokens,
-            "cost": step.cost,
-        }
-        for step in steps
-    ]
+# The stored columns, in the order of the prepared row tuples (both writers take them from here).
+RUN_COLUMNS = (
+    "source",
+    "external_id",
+    "task",
+    "intent",
+    "outcome",
+    "score",
+    "graph_workspace",
+    "graph_revision",
+    "metadata",
+    "started_at",
+    "ended_at",
+    "duration_seconds",
+    "created_at",
+    "step_count",
+    "total_tokens",
+    "cost",
+    "tools",
+    "search_document",
+)
+STEP_COLUMNS = (
+    "ordinal",
+    "tool",
+    "action_family",
+    "arguments",
+    "observation",
+    "ok",
+    "started_at",
+    "ended_at",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "cost",
+)
+
+
+def _step_rows(steps: list[StepIn], redactor: Redactor) -> list[tuple[Any, ...]]:
+    """The steps as row tuples (STEP_COLUMNS order), normalized as `normalize_steps` does for validated input: the
+    schema already guarantees real bools, non-negative integer token counts and finite non-negative costs, so only
+    the tool name, the action family and the arguments need the core's cleaning (a test holds the two equal)."""
     rows = []
-    for given, normal in zip(steps, normalize_steps(events), strict=True):
+    for ordinal, step in enumerate(steps):
+        tool = normalize_tool(step.tool or "unknown")
         rows.append(
-            Step(
-                run_id=None,  # set once the run has its id; passing it skips a costly FK default lookup
-                ordinal=normal.ordinal,
-                tool=normal.tool,
-                action_family=_family(given.action_family) or normal.action_family,
-                arguments=dict(normal.arguments),
-                observation=redactor.text(given.observation)[:OBSERVATION_MAX_CHARS],
-                ok=normal.ok,
-                started_at=_aware(given.started_at),
-                ended_at=_aware(given.ended_at),
-                input_tokens=normal.input_tokens,
-                cached_input_tokens=normal.cached_input_tokens,
-                output_tokens=normal.output_tokens,
-                cost=normal.cost,
+            (
+                ordinal,
+                tool,
+                _family(step.action_family) or DEFAULT_FAMILY_MAP.get(tool, "other"),
+                dict(safe_arguments(redactor.value(step.arguments))),
+                redactor.text(step.observation)[:OBSERVATION_MAX_CHARS],
+                step.ok,
+                _aware(step.started_at),
+                _aware(step.ended_at),
+                step.input_tokens,
+                step.cached_input_tokens,
+                step.output_tokens,
+                float(step.cost),
             )
         )
     return rows
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Prepared:
-    run: Run
-    steps: list[Step]
+    key: tuple[str, str]  # (source, external_id)
+    run: tuple[Any, ...]  # RUN_COLUMNS order
+    steps: list[tuple[Any, ...]]  # STEP_COLUMNS order
 
 
 def _duration(started_at: datetime | None, ended_at: datetime | None) -> float | None:
@@ -153,34 +183,35 @@ def _prepare(item: RunIn, redactor: Redactor, now: datetime) -> _Prepared:
     steps = _step_rows(item.steps, redactor)
     task = redactor.text(item.task)
     started_at, ended_at = _aware(item.started_at), _aware(item.ended_at)
-    run = Run(
-        source=item.source,
-        external_id=item.external_id,
-        task=task,
-        intent=item.intent,
-        outcome=item.outcome,
-        score=item.score,
-        graph_workspace=item.graph_workspace,
-        graph_revision=item.graph_revision,
-        metadata=redactor.value(item.metadata),
-        started_at=started_at,
-        ended_at=ended_at,
-        duration_seconds=_duration(started_at, ended_at),
-        created_at=now,
-        step_count=len(steps),
-        total_tokens=sum(s.input_tokens + s.cached_input_tokens + s.output_tokens for s in steps),
-        cost=sum(s.cost for s in steps),
-        tools=list(dict.fromkeys(s.tool for s in steps)),
+    tools = list(dict.fromkeys(row[1] for row in steps))
+    run = (
+        item.source,
+        item.external_id,
+        task,
+        item.intent,
+        item.outcome,
+        None if item.score is None else float(item.score),
+        item.graph_workspace,
+        item.graph_revision,
+        redactor.value(item.metadata),
+        started_at,
+        ended_at,
+        _duration(started_at, ended_at),
+        now,
+        len(steps),
+        sum(row[8] + row[9] + row[10] for row in steps),
+        float(sum(row[11] for row in steps)),
+        tools,
         # what full-text search reads: the stored (redacted, normalized) texts, bounded
-        search_document=search_document(task, [SearchStep(s.tool, s.arguments, s.observation) for s in steps]),
+        search_document(task, [SearchStep(row[1], row[3], row[4]) for row in steps]),
     )
-    return _Prepared(run=run, steps=steps)
+    return _Prepared(key=(item.source, item.external_id), run=run, steps=steps)
 
 
-def _existing_ids(prepared: list[_Prepared]) -> dict[tuple[str, str], int]:
+def _existing_ids(prepared: Sequence[_Prepared]) -> dict[tuple[str, str], int]:
     by_source: dict[str, list[str]] = {}
     for item in prepared:
-        by_source.setdefault(item.run.source, []).append(item.run.external_id)
+        by_source.setdefault(item.key[0], []).append(item.key[1])
     found = {}
     for source, external_ids in by_source.items():
         rows = Run.objects.filter(source=source, external_id__in=external_ids).values_list("external_id", "id")
@@ -188,21 +219,55 @@ def _existing_ids(prepared: list[_Prepared]) -> dict[tuple[str, str], int]:
     return found
 
 
-def _write(*, actor: Actor, prepared: list[_Prepared]) -> IngestResult:
+def _uses_copy() -> bool:
+    """PostgreSQL writes by INSERT … ON CONFLICT and COPY (trajectories.copy_ingest); SQLite by bulk_create."""
+    return connection.vendor == "postgresql"
+
+
+def _insert_orm(new: list[_Prepared]) -> dict[tuple[str, str], int]:
+    """The portable writer (SQLite): bulk_create. A run stored meanwhile by a concurrent batch raises IntegrityError."""
+    runs = [Run(**dict(zip(RUN_COLUMNS, item.run, strict=True))) for item in new]
+    Run.objects.bulk_create(runs)
+    steps = [
+        Step(run_id=run.pk, **dict(zip(STEP_COLUMNS, row, strict=True)))
+        for run, item in zip(runs, new, strict=True)
+        for row in item.steps
+    ]
+    Step.objects.bulk_create(steps, batch_size=2000)
+    return {item.key: run.pk for run, item in zip(runs, new, strict=True)}
+
+
+def _insert_copy(new: list[_Prepared]) -> dict[tuple[str, str], int]:
+    return copy_ingest.insert_runs(
+        run_columns=RUN_COLUMNS,
+        step_columns=STEP_COLUMNS,
+        runs=[item.run for item in new],
+        steps=[item.steps for item in new],
+    )
+
+
+class _Raced(Exception):
+    """A run skipped as existing could not be found afterwards: write the batch again."""
+
+
+def _write(*, actor: Actor, prepared: list[_Prepared], use_copy: bool) -> IngestResult:
     with transaction.atomic(durable=True):
         existing = _existing_ids(prepared)
-        new = [p for p in prepared if (p.run.source, p.run.external_id) not in existing]
-        Run.objects.bulk_create([p.run for p in new])
-        steps = []
-        for item in new:
-            for step in item.steps:
-                step.run_id = item.run.pk
-                steps.append(step)
-        Step.objects.bulk_create(steps, batch_size=2000)
+        new = [p for p in prepared if p.key not in existing]
+        created = (_insert_copy if use_copy else _insert_orm)(new) if new else {}
+        if len(created) < len(new):
+            # COPY path: a concurrent batch committed some of these runs after our look; ON CONFLICT skipped them.
+            skipped = [p for p in new if p.key not in created]
+            found = _existing_ids(skipped)
+            if len(found) < len(skipped):
+                raise _Raced
+            existing.update(found)
+            new = [p for p in new if p.key in created]
+        rollup.record(dict(zip(RUN_COLUMNS, p.run, strict=True)) for p in new)
         result = IngestResult(
-            created_ids=[p.run.pk for p in new],
-            existing_ids=[existing[key] for p in prepared if (key := (p.run.source, p.run.external_id)) in existing],
-            step_count=len(steps),
+            created_ids=[created[p.key] for p in new],
+            existing_ids=[existing[p.key] for p in prepared if p.key in existing],
+            step_count=sum(len(p.steps) for p in new),
         )
         if new:
             audit_record(
@@ -213,7 +278,7 @@ def _write(*, actor: Actor, prepared: list[_Prepared]) -> IngestResult:
                     "created": result.created,
                     "existing": result.existing,
                     "steps": result.step_count,
-                    "sources": sorted({p.run.source for p in new}),
+                    "sources": sorted({p.key[0] for p in new}),
                 },
             )
     return result
@@ -225,8 +290,14 @@ def run_ingest_batch(*, actor: Actor, items: Sequence[Any]) -> IngestResult:
     runs = validate_ingest_items(items)
     redactor = current_redactor()
     now = timezone.now()
+    prepared = [_prepare(run, redactor, now) for run in runs]
+    use_copy = _uses_copy()
     try:
-        return _write(actor=actor, prepared=[_prepare(run, redactor, now) for run in runs])
+        return _write(actor=actor, prepared=prepared, use_copy=use_copy)
     except IntegrityError:
+        if use_copy:  # ON CONFLICT already settles concurrent batches: this is a value the database refused
+            raise
         # A concurrent batch stored some of these runs between our check and our insert: look again.
-        return _write(actor=actor, prepared=[_prepare(run, redactor, now) for run in runs])
+        return _write(actor=actor, prepared=prepared, use_copy=use_copy)
+    except _Raced:
+        return _write(actor=actor, prepared=prepared, use_copy=use_copy)

@@ -98,14 +98,19 @@ def role(span: SpanRecord) -> str | None:
 # --- values ---------------------------------------------------------------------------------------------------------
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def moment(nanos: int) -> datetime | None:
     if nanos <= 0:
         return None
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=nanos // 1000)
+    return _EPOCH + timedelta(microseconds=nanos // 1000)
 
 
 def _count(value: Any) -> int:
     """A token count: a non-negative integer (an integral float or a decimal string too), capped; else 0."""
+    if type(value) is int:  # the common case first (bool is not int here: type() is exact)
+        return min(value, MAX_TOKENS) if value > 0 else 0
     if isinstance(value, bool):
         return 0
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
@@ -118,6 +123,8 @@ def _count(value: Any) -> int:
 
 
 def _money(value: Any) -> float:
+    if type(value) is float:  # the common case first
+        return min(value, MAX_COST) if value > 0 and math.isfinite(value) else 0.0
     if isinstance(value, str):
         try:
             value = float(value)
@@ -148,12 +155,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(name)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # what json.loads builds on every call
+
+
 def _json_or_text(value: Any) -> Any:
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "["):
             try:
-                return json.loads(stripped, parse_constant=_reject_constant)
+                return _DECODER.decode(stripped)
             except (ValueError, RecursionError):
                 return value
     return value
@@ -400,15 +410,23 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
         return TraceMapping(trace_id="", run=None, problems=("the trace has no span",))
     trace_id = next(iter(by_id.values())).trace_id
     span_ids = tuple(sorted(by_id))
-    roles = {span_id: role(span) for span_id, span in by_id.items()}
-    depths = _depths(by_id)
-    root = min((s for s in by_id.values() if s.is_root), key=_order, default=None)
-    agents = [s for s in by_id.values() if roles[s.span_id] == "agent"]
-    tools = sorted((s for s in by_id.values() if roles[s.span_id] == "tool"), key=_order)
-    models = sorted((s for s in by_id.values() if roles[s.span_id] == "model"), key=_order)
+    roots: list[SpanRecord] = []
+    by_role: dict[str | None, list[SpanRecord]] = {"agent": [], "tool": [], "model": [], None: []}
+    for span in by_id.values():  # one pass: this runs for every span of every trace
+        by_role[role(span)].append(span)
+        if not span.parent_span_id:
+            roots.append(span)
+    root = min(roots, key=_order) if roots else None
+    agents = by_role["agent"]
+    tools = sorted(by_role["tool"], key=_order)
+    models = sorted(by_role["model"], key=_order)
     problems: list[str] = []
 
-    run_span = min(agents, key=lambda s: (depths.get(s.span_id, 0), *_order(s))) if agents else None
+    if len(agents) > 1:  # the outermost agent span is the run (depth first, then time)
+        depths = _depths(by_id)
+        run_span = min(agents, key=lambda s: (depths.get(s.span_id, 0), *_order(s)))
+    else:
+        run_span = agents[0] if agents else None
     if run_span is None:
         if not tools and not models:
             return TraceMapping(
@@ -438,7 +456,7 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
         spent = usage(model)
         if spent.empty:
             continue
-        target = _enclosing_tool(model, by_id, tool_ids)
+        target = _enclosing_tool(model, by_id, tool_ids) if tool_ids else None
         if target is None:
             target = next((t.span_id for t in tools if t.start_ns >= model.start_ns), None)
         if target is None and tools:
@@ -471,8 +489,6 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
     root_attrs = root.attributes if root is not None else {}
     source = _declared("waymark.source", run_attrs, root_attrs, resource) or resource.get("service.name")
     source = clean_text(_as_text(source)).strip()[:100].strip() if source is not None else ""
-    started = [s.start_ns for s in by_id.values() if s.start_ns > 0]
-    ended = [s.end_ns for s in by_id.values() if s.end_ns > 0]
 
     metadata_attrs, dropped_attrs = _unknown(run_attrs)
     metadata_resource, dropped_resource = _unknown(resource)
@@ -494,7 +510,7 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
             "output_tokens": run_usage.output_tokens,
             "cost": run_usage.cost,
         }
-    declared = usage(run_span) if run_span is not None and roles[run_span.span_id] == "agent" else Usage()
+    declared = usage(run_span) if agents else Usage()  # the run span is an agent span whenever there is one
     if not declared.empty:
         otlp["agent_usage"] = {
             "input_tokens": declared.input_tokens,
@@ -520,8 +536,16 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
             :100
         ],
         "metadata": {"otlp": otlp},
-        "started_at": moment(run_span.start_ns if run_span is not None else min(started, default=0)),
-        "ended_at": moment(run_span.end_ns if run_span is not None else max(ended, default=0)),
+        "started_at": moment(
+            run_span.start_ns
+            if run_span is not None
+            else min((s.start_ns for s in by_id.values() if s.start_ns > 0), default=0)
+        ),
+        "ended_at": moment(
+            run_span.end_ns
+            if run_span is not None
+            else max((s.end_ns for s in by_id.values() if s.end_ns > 0), default=0)
+        ),
         "steps": steps,
     }
     if run["score"] is not None and not math.isfinite(run["score"]):
