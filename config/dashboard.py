@@ -1,21 +1,21 @@
 """The dashboard's reads: a fixed number of queries whatever the data size.
 
-Runs here are production runs only (`Run.objects.production()`): runs answering evaluation jobs are gate evidence,
-counted apart and linked to the runs list filtered by `?kind=evaluation`.
+Runs here are production runs only (`production()`): runs answering evaluation jobs are gate evidence, counted apart
+and linked to the runs list filtered by `?kind=evaluation`. Counts and charts read the daily totals kept by ingest
+(trajectories.rollup.RunDay), never every run.
 """
 
 import datetime as dt
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Q, Sum
 from django.urls import NoReverseMatch, reverse
 
 from accounts.blinding import blind
 from accounts.models import AuditEvent
 from llm.models import ModelCall
 from reviews.selectors import pending_count
-from trajectories.models import Outcome, Run
+from trajectories.models import Outcome, Run, RunDay
 
 from . import charts
 
@@ -44,17 +44,17 @@ def _url(name: str, *args, query: str = "") -> str:
 
 
 def _counts() -> list[Stat]:
-    runs = Run.objects.production().aggregate(
-        total=Count("id"),
-        success=Count("id", filter=Q(outcome=Outcome.SUCCESS)),
-        failure=Count("id", filter=Q(outcome=Outcome.FAILURE)),
-        steps=Sum("step_count", default=0),
+    runs = RunDay.objects.production().aggregate(
+        total=Sum("runs", default=0),
+        success=Sum("runs", filter=Q(outcome=Outcome.SUCCESS), default=0),
+        failure=Sum("runs", filter=Q(outcome=Outcome.FAILURE), default=0),
+        step_sum=Sum("steps", default=0),
     )
     return [
         Stat("Runs", runs["total"], _url("trajectories:list")),
         Stat("Successful runs", runs["success"], _url("trajectories:list", query="outcome=success")),
         Stat("Failed runs", runs["failure"], _url("trajectories:list", query="outcome=failure")),
-        Stat("Steps", runs["steps"]),
+        Stat("Steps", runs["step_sum"]),
         Stat("Model calls", ModelCall.objects.count(), _url("llm:calls")),
         Stat("Open reviews", pending_count(), _url("reviews:queue")),
     ]
@@ -91,20 +91,19 @@ def daily_rows(days: list[dt.date]) -> list[DayRow]:
     """Runs by outcome, tokens and cost per day of `days` (received at, local days): one GROUP BY query."""
     rows = {day: DayRow(day) for day in days}
     grouped = (
-        Run.objects.production()
-        .filter(created_at__gte=charts.window_start(days))
-        .annotate(day=TruncDate("created_at"))
+        RunDay.objects.production()
+        .filter(day__gte=days[0])
         .values("day", "outcome")
-        .annotate(runs=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost"))
+        .annotate(run_sum=Sum("runs"), token_sum=Sum("tokens"), cost_sum=Sum("cost"))
         .order_by()
     )
     for item in grouped:
         row = rows.get(item["day"])
         if row is None or item["outcome"] not in Outcome.values:
             continue
-        setattr(row, item["outcome"], item["runs"])
-        row.tokens += item["tokens"] or 0
-        row.cost += item["cost"] or 0.0
+        setattr(row, item["outcome"], item["run_sum"])
+        row.tokens += item["token_sum"] or 0
+        row.cost += item["cost_sum"] or 0.0
     for row in rows.values():
         row.cost = round(row.cost, 4)
     return list(rows.values())
@@ -163,9 +162,9 @@ class IntentRates:
 def intent_rates(days: list[dt.date], *, top: int = TOP_INTENTS) -> list[IntentRates]:
     """The `top` intents by production runs in the window (ties by name), each with its daily success counts:
     two queries (the top intents, then one GROUP BY day and intent)."""
-    window = Run.objects.production().filter(created_at__gte=charts.window_start(days)).exclude(intent="")
-    leaders = window.values("intent").annotate(runs=Count("id")).order_by("-runs", "intent")[:top]
-    result = {item["intent"]: IntentRates(item["intent"], item["runs"]) for item in leaders}
+    window = RunDay.objects.production().filter(day__gte=days[0]).exclude(intent="")
+    leaders = window.values("intent").annotate(run_sum=Sum("runs")).order_by("-run_sum", "intent")[:top]
+    result = {item["intent"]: IntentRates(item["intent"], item["run_sum"]) for item in leaders}
     if not result:
         return []
     index = {day: position for position, day in enumerate(days)}
@@ -174,9 +173,8 @@ def intent_rates(days: list[dt.date], *, top: int = TOP_INTENTS) -> list[IntentR
         item.total = [0] * len(days)
     grouped = (
         window.filter(intent__in=list(result))
-        .annotate(day=TruncDate("created_at"))
         .values("day", "intent")
-        .annotate(total=Count("id"), success=Count("id", filter=Q(outcome=Outcome.SUCCESS)))
+        .annotate(total=Sum("runs"), success=Sum("runs", filter=Q(outcome=Outcome.SUCCESS), default=0))
         .order_by()
     )
     for row in grouped:
@@ -218,7 +216,7 @@ def dashboard_context(viewer=None) -> dict:
         "counts": _counts(),
         "evaluation_runs": Stat(
             "evaluation runs not counted",
-            Run.objects.evaluation().count(),
+            RunDay.objects.evaluation().aggregate(n=Sum("runs", default=0))["n"],
             _url("trajectories:list", query="kind=evaluation"),
         ),
         "recent_runs": list(recent_runs),

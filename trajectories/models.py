@@ -66,7 +66,8 @@ class Run(models.Model):
             models.Index(fields=["cost", "id"], name="trajectories_run_cost"),
             models.Index(fields=["step_count", "id"], name="trajectories_run_steps"),
             models.Index(fields=["duration_seconds", "id"], name="trajectories_run_duration"),
-            models.Index(fields=["created_at"], name="trajectories_run_received"),
+            # descending sorts of nullable keys: indexes in that order on PostgreSQL (migration 0004, raw SQL)
+            models.Index(fields=["created_at", "id"], name="trajectories_run_received_id"),
         ]
 
     def __str__(self) -> str:
@@ -109,6 +110,40 @@ class Step(models.Model):
         if self.started_at is None or self.ended_at is None:
             return None
         return max(0.0, (self.ended_at - self.started_at).total_seconds())
+
+
+class RunDayQuerySet(models.QuerySet):
+    def production(self) -> "RunDayQuerySet":
+        return self.exclude(source=EVALUATION_SOURCE)
+
+    def evaluation(self) -> "RunDayQuerySet":
+        return self.filter(source=EVALUATION_SOURCE)
+
+
+class RunDay(models.Model):
+    """Runs received on one day (in settings.TIME_ZONE) by source, intent and outcome, with their steps, tokens and
+    cost: kept by ingest in its own transaction (trajectories.rollup), read by the dashboard and the explorer's
+    totals instead of scanning every run."""
+
+    day = models.DateField()
+    source = models.CharField(max_length=100)
+    intent = models.CharField(max_length=200, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    runs = models.PositiveBigIntegerField(default=0)
+    steps = models.PositiveBigIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+
+    objects = RunDayQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["day", "source", "intent", "outcome"]
+        constraints = [
+            models.UniqueConstraint(fields=["day", "source", "intent", "outcome"], name="trajectories_runday_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.source}/{self.intent or '-'} {self.outcome}: {self.runs}"
 
 
 class JobStatus(models.TextChoices):

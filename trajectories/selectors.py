@@ -7,23 +7,26 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as time_of_day
 from types import MappingProxyType
 from typing import Any
 
 from django.db import connections
-from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Window
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from config.cursors import IntCursor, InvalidCursor
 
 from .core.search import search_terms
 from .core.steps import TrajectoryRun, TrajectoryStep, normalize_tool
 from .core.waterfall import waterfall
-from .models import Outcome, Run, Step
+from .models import Outcome, Run, RunDay, Step
 
 MAX_PAGE_SIZE = 200
 RUN_CURSOR = IntCursor("run")
@@ -44,7 +47,8 @@ SORTS: dict[str, tuple[str, bool]] = {
     "duration_asc": ("duration_seconds", False),
 }
 NULLABLE_SORT_KEYS = ("score", "duration_seconds")
-SEARCH_VECTOR_SQL = """"trajectories_run"."search_vector" @@ websearch_to_tsquery('simple'::regconfig, %s)"""
+# Unqualified: the column resolves to the runs of whichever query holds the condition (a subquery's alias too).
+SEARCH_VECTOR_SQL = """"search_vector" @@ websearch_to_tsquery('simple'::regconfig, %s)"""
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ def _ordered(runs: QuerySet[Run], sort: str) -> QuerySet[Run]:
     field, descending = SORTS[sort]
     if field == "id":
         return runs.order_by("-id" if descending else "id")
+    if field not in NULLABLE_SORT_KEYS:  # a plain (key, id) order: the (key, id) index answers it, either way
+        return runs.order_by(f"-{field}" if descending else field, "-id" if descending else "id")
     key = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
     return runs.order_by(key, "-id" if descending else "id")
 
@@ -172,12 +178,44 @@ def _after(runs: QuerySet[Run], sort: str, value: Any, pk: int) -> QuerySet[Run]
     return runs.filter(after)
 
 
+def _by_received(filters: RunFilters, sort: str) -> bool:
+    """Newest or oldest first within a received range: ordered by (created_at, id) so the (created_at, id) index
+    walks straight into the range (ordering by id, the planner would scan every newer run before reaching an old
+    day)."""
+    return sort in ("newest", "oldest") and (filters.received_from is not None or filters.received_before is not None)
+
+
+def _micros(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def _received_page(filters: RunFilters, cursor: str | None, limit: int, sort: str) -> RunPage:
+    descending = sort == "newest"
+    name = f"received-{sort}"
+    order = ("-created_at", "-id") if descending else ("created_at", "id")
+    runs = filters.apply(Run.objects.defer("metadata", "search_document")).order_by(*order)
+    if cursor:
+        micros, pk = SORT_CURSOR.decode(cursor, name)
+        if not isinstance(micros, int):
+            raise InvalidCursor("the cursor is not one this page issued")
+        moment = datetime.fromtimestamp(micros // 1_000_000, tz=UTC).replace(microsecond=micros % 1_000_000)
+        op = "lt" if descending else "gt"
+        runs = runs.filter(Q(**{f"created_at__{op}": moment}) | Q(created_at=moment, **{f"id__{op}": pk}))
+    rows = list(runs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = SORT_CURSOR.encode(name, _micros(rows[-1].created_at), rows[-1].pk) if more else None
+    return RunPage(runs=rows, next_cursor=next_cursor)
+
+
 def run_page(*, filters: RunFilters, cursor: str | None = None, limit: int = 50, sort: str = "newest") -> RunPage:
     """One keyset page of runs in the sort's order (ties by id), in one query. Raises InvalidCursor for a cursor we
     did not issue (or issued under another sort), ValueError for an unknown sort."""
     if sort not in SORTS:
         raise ValueError(f"unknown sort {sort!r}")
     limit = max(1, min(limit, MAX_PAGE_SIZE))
+    if _by_received(filters, sort):
+        return _received_page(filters, cursor, limit, sort)
     field, _ = SORTS[sort]
     runs = _ordered(filters.apply(Run.objects.defer("metadata", "search_document")), sort)
     if cursor:
@@ -198,12 +236,21 @@ def run_page(*, filters: RunFilters, cursor: str | None = None, limit: int = 50,
     return RunPage(runs=rows, next_cursor=next_cursor)
 
 
+TOTALS_CAP = 1_000
+# Filters the daily totals (RunDay) can answer exactly; any other narrows runs by what only the runs hold.
+ROLLUP_FIELDS = frozenset({"kind", "outcome", "source", "intent", "received_from", "received_before"})
+
+
 @dataclass(frozen=True)
 class RunTotals:
+    """Matching runs, successes, tokens and cost. `capped`: more than TOTALS_CAP runs match a filter the daily totals
+    cannot answer; the figures are then those of the newest TOTALS_CAP matching runs."""
+
     runs: int
     successes: int
     tokens: int
     cost: float
+    capped: bool = False
 
     @property
     def success_rate(self) -> float | None:
@@ -211,15 +258,80 @@ class RunTotals:
         return self.successes / self.runs if self.runs else None
 
 
-def run_totals(*, filters: RunFilters) -> RunTotals:
-    """Matching runs, successes, tokens and cost of the filtered runs: one aggregate query."""
-    row = filters.apply(Run.objects.all()).aggregate(
-        runs=Count("id"),
-        successes=Count("id", filter=Q(outcome=Outcome.SUCCESS)),
-        tokens=Sum("total_tokens"),
-        cost=Sum("cost"),
+def _whole_days(filters: RunFilters) -> tuple[date | None, date | None] | None:
+    """The received bounds as local days [first, last], or None when a bound is not a local midnight."""
+    days = []
+    for bound in (filters.received_from, filters.received_before):
+        if bound is None:
+            days.append(None)
+            continue
+        local = timezone.localtime(bound)
+        if local.time() != time_of_day.min:
+            return None
+        days.append(local.date())
+    first, before = days
+    return first, (before - timedelta(days=1)) if before is not None else None
+
+
+def _rollup_fits(filters: RunFilters) -> bool:
+    used = {name for name, value in vars(filters).items() if value not in (None, "", "all")}
+    return used <= ROLLUP_FIELDS and _whole_days(filters) is not None
+
+
+def _totals_from_days(filters: RunFilters) -> RunTotals:
+    days = RunDay.objects.all()
+    if filters.kind == "production":
+        days = days.production()
+    elif filters.kind == "evaluation":
+        days = days.evaluation()
+    exact = {"outcome": filters.outcome, "source": filters.source, "intent": filters.intent}
+    days = days.filter(**{name: value for name, value in exact.items() if value})
+    first, last = _whole_days(filters)
+    if first is not None:
+        days = days.filter(day__gte=first)
+    if last is not None:
+        days = days.filter(day__lte=last)
+    row = days.aggregate(
+        matching=Sum("runs"),
+        successes=Sum("runs", filter=Q(outcome=Outcome.SUCCESS)),
+        token_sum=Sum("tokens"),
+        cost_sum=Sum("cost"),
     )
-    return RunTotals(runs=row["runs"], successes=row["successes"], tokens=row["tokens"] or 0, cost=row["cost"] or 0.0)
+    return RunTotals(
+        runs=row["matching"] or 0,
+        successes=row["successes"] or 0,
+        tokens=row["token_sum"] or 0,
+        cost=row["cost_sum"] or 0.0,
+    )
+
+
+def run_totals(*, filters: RunFilters) -> RunTotals:
+    """Totals of the filtered runs in one query whatever the number of runs: from the daily totals when the filters
+    are theirs (kind, outcome, source, intent, whole received days), else over at most the newest TOTALS_CAP + 1
+    matching runs (an index walk, never a scan of every run)."""
+    if _rollup_fits(filters):
+        return _totals_from_days(filters)
+    newest = (
+        filters.apply(Run.objects.all())
+        .annotate(position=Window(RowNumber(), order_by=F("id").desc()))
+        .order_by("-id")
+        .values("id", "outcome", "total_tokens", "cost", "position")[: TOTALS_CAP + 1]
+    )
+    within = Q(position__lte=TOTALS_CAP)
+    row = newest.aggregate(
+        matching=Count("id"),
+        runs=Count("id", filter=within),
+        successes=Count("id", filter=within & Q(outcome=Outcome.SUCCESS)),
+        tokens=Sum("total_tokens", filter=within),
+        cost=Sum("cost", filter=within),
+    )
+    return RunTotals(
+        runs=row["runs"],
+        successes=row["successes"],
+        tokens=row["tokens"] or 0,
+        cost=row["cost"] or 0.0,
+        capped=row["matching"] > TOTALS_CAP,
+    )
 
 
 def _moment(value: datetime | None) -> str | None:
@@ -389,3 +501,83 @@ def run_waterfall(run: Run, steps: list[Step]) -> WaterfallDrawing:
             )
         )
     return WaterfallDrawing(rows=rows, span=drawn.span, timed=drawn.timed, height=max(1, len(steps)) * WATERFALL_ROW)
+
+
+# --- steps as columns, streamed (procedures' mining and offline replay) ---------------------------------------------
+COLUMN_CHUNK = 2000
+
+
+def step_columns(
+    run_ids: Sequence[int], *, only_ok: bool = False, chunk_size: int = COLUMN_CHUNK
+) -> Iterator[tuple[int, list[str], list[str]]]:
+    """The steps of the runs among `run_ids` as columns, one run at a time in ascending run id order: (run id, its
+    tool names, its arguments as JSON text), both in ordinal order; with `only_ok`, steps whose ok is true only.
+    Runs without (such) steps are left out.
+
+    Memory stays flat in the number of runs: on PostgreSQL one query groups each run's steps into arrays and a
+    server-side cursor hands over `chunk_size` runs at a time; elsewhere the ids are read `chunk_size` at a time.
+    Arguments stay JSON text (decode them where a value is needed)."""
+    yield from _columns(run_ids, with_run=False, only_ok=only_ok, chunk_size=chunk_size)
+
+
+def run_columns(
+    run_ids: Sequence[int], *, chunk_size: int = COLUMN_CHUNK
+) -> Iterator[tuple[int, str, int, float, list[str], list[str]]]:
+    """The runs among `run_ids` that exist, as columns, one at a time in ascending id order: (run id, outcome,
+    total tokens, cost, tool names, arguments as JSON text), the steps in ordinal order (a run without steps has
+    empty lists). Streamed like `step_columns`."""
+    yield from _columns(run_ids, with_run=True, only_ok=False, chunk_size=chunk_size)
+
+
+def _columns(run_ids: Sequence[int], *, with_run: bool, only_ok: bool, chunk_size: int) -> Iterator[tuple]:
+    ids = sorted(set(run_ids))
+    if not ids:
+        return
+    connection = connections[Run.objects.db]
+    step, run = Step._meta.db_table, Run._meta.db_table
+    ok = " AND s.ok" if only_ok else ""
+    if connection.vendor == "postgresql":
+        if with_run:
+            sql = (
+                f"SELECT r.id, r.outcome, r.total_tokens, r.cost,"
+                f" coalesce(array_agg(s.tool ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}'),"
+                f" coalesce(array_agg(s.arguments ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}')"
+                f" FROM {run} r LEFT JOIN {step} s ON s.run_id = r.id"
+                f" WHERE r.id = ANY(%s::bigint[]) GROUP BY r.id ORDER BY r.id"
+            )
+        else:
+            sql = (
+                f"SELECT s.run_id, array_agg(s.tool ORDER BY s.ordinal), array_agg(s.arguments ORDER BY s.ordinal)"
+                f" FROM {step} s WHERE s.run_id = ANY(%s::bigint[]){ok} GROUP BY s.run_id ORDER BY s.run_id"
+            )
+        with connection.chunked_cursor() as cursor:
+            # The ids as one array literal: psycopg's per-element array dumper costs more than the query.
+            cursor.execute(sql, ["{" + ",".join(map(str, map(int, ids))) + "}"])
+            while rows := cursor.fetchmany(chunk_size):
+                yield from rows
+        return
+    for start in range(0, len(ids), chunk_size):
+        chunk = ids[start : start + chunk_size]
+        marks = ", ".join(["%s"] * len(chunk))
+        with connection.cursor() as cursor:
+            runs = {}
+            if with_run:
+                cursor.execute(f"SELECT id, outcome, total_tokens, cost FROM {run} WHERE id IN ({marks})", chunk)
+                runs = {row[0]: row for row in cursor.fetchall()}
+            cursor.execute(
+                f"SELECT s.run_id, s.tool, s.arguments FROM {step} s WHERE s.run_id IN ({marks}){ok}"
+                " ORDER BY s.run_id, s.ordinal",
+                chunk,
+            )
+            steps: dict[int, tuple[list[str], list[str]]] = {}
+            for run_id, tool, arguments in cursor.fetchall():
+                tools, texts = steps.setdefault(run_id, ([], []))
+                tools.append(tool)
+                texts.append(arguments)
+        for run_id in chunk:
+            tools, texts = steps.get(run_id, ([], []))
+            if with_run:
+                if run_id in runs:
+                    yield (*runs[run_id], tools, texts)
+            elif tools:
+                yield run_id, tools, texts

@@ -22,6 +22,8 @@ from waymark_client import (
 )
 from waymark_client._core import parse_retry_after
 
+from tests.clients.loops import run_in_own_loop
+
 BASE = "http://waymark.test"
 NO_JITTER = RetryPolicy(max_attempts=4, backoff=0.5, multiplier=2.0, jitter=0.0)
 STORED = {"created": 1, "existing": 0, "created_ids": [7], "existing_ids": []}
@@ -389,7 +391,7 @@ def test_the_async_client_retries_caches_records_and_answers_jobs():
             outcomes = await waymark.answer_jobs(handler, worker="w")
             return run, first, second, outcomes
 
-    _, first, second, outcomes = asyncio.run(scenario())
+    _, first, second, outcomes = run_in_own_loop(scenario())
     assert sleeps == [1.0]
     pushed = script.bodies()[1]["runs"][0]
     assert pushed["steps"][0]["observation"] == "hits for x" and pushed["outcome"] == "success"

@@ -3,7 +3,6 @@ active graph is ETag-cached (304), a run keeps its pinned revision through an ac
 answers and releases, and a lost response is retried without a duplicate. The async client does the same for push
 and pull."""
 
-import asyncio
 import time
 
 import httpx2
@@ -13,6 +12,7 @@ from django.db import transaction
 from waymark_client import AsyncWaymark, PermissionDenied, RetryPolicy, Waymark
 
 from graphs.models import Revision
+from tests.clients.loops import run_in_own_loop
 from tests.graphs.factories import make_demo_workspace
 from tests.promote import promote_graph_revision
 from trajectories import job_services
@@ -256,7 +256,7 @@ def test_the_async_client_pushes_retries_and_pulls_with_the_cache(transactional_
             second = await waymark.active_graph("two-hop-qa")
             return run, guidance, first, second, waymark.cache.hits
 
-    run, guidance, first, second, hits = asyncio.run(scenario())
+    run, guidance, first, second, hits = run_in_own_loop(scenario())
     stored = Run.objects.get(source="client-async")  # exactly one, though the first response was lost
     assert stored.external_id == run.external_id and transport.posts == 3  # push, its retry, guidance
     assert [(s.tool, s.ok, s.observation) for s in stored.steps.all()] == [("search", True, "found Alice")]

@@ -11,6 +11,7 @@ from django.utils import timezone
 from config import charts
 from tests.conftest import logged_in
 from tests.trajectories.factories import ingest, run_item, step_item
+from trajectories import rollup
 from trajectories.models import EVALUATION_SOURCE, Run
 
 DASHBOARD = "/"
@@ -26,6 +27,7 @@ def received(ids, days_ago: int, hour: int = 12) -> None:
     """Move runs to `hour` o'clock (local time) `days_ago` days before today (test set-up only)."""
     moment = timezone.make_aware(dt.datetime.combine(today() - dt.timedelta(days=days_ago), dt.time(hour)))
     Run.objects.filter(pk__in=list(ids)).update(created_at=moment)
+    rollup.rebuild()  # written behind ingest's back: the daily totals follow
 
 
 def runs(days_ago: int, *, outcome: str = "success", intent: str = "refund_request", count: int = 1, **extra):
@@ -181,6 +183,7 @@ def test_days_are_local_days_of_the_configured_time_zone(operator, settings):
     last_hour = timezone.make_aware(dt.datetime.combine(local_today - dt.timedelta(days=1), dt.time(23)))
     Run.objects.filter(pk=ids[0]).update(created_at=first_hour)
     Run.objects.filter(pk=ids[1]).update(created_at=last_hour)
+    rollup.rebuild()
 
     response = logged_in(operator).get(DASHBOARD)
 

@@ -13,6 +13,7 @@ from tests.graphs.factories import make_demo_workspace
 from tests.procedures.factories import queued_replay, refund_run, stored_version
 from tests.promote import promote_procedure_version
 from tests.trajectories.factories import ingest, run_item
+from trajectories import rollup
 from trajectories.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning")]
@@ -34,6 +35,7 @@ def spread_runs() -> None:
         ids = ingest(*items).created_ids
         moment = timezone.now() - dt.timedelta(days=offset)
         Run.objects.filter(pk__in=ids).update(created_at=moment)
+    rollup.rebuild()  # written behind ingest's back: the daily totals follow
 
 
 def replayed_candidate():
