@@ -340,6 +340,18 @@ def _finish(job: RubricJob, worker: str, **fields: Any) -> bool:
     )
 
 
+class LeaseLost(Exception):
+    """Another worker took the job over (our lease ran out): what we were writing is rolled back."""
+
+
+def _keep_progress(job: RubricJob, worker: str, log: list[dict]) -> None:
+    """Inside a judge's assessments transaction: save the job's log (that judge done) and renew the lease, only while
+    we hold it, so a worker taking the job over after a crash skips the judges already written."""
+    held = RubricJob.objects.filter(pk=job.pk, lease_owner=worker[:200], status=RubricJobStatus.RUNNING)
+    if not held.update(attempts_log=list(log), lease_expires_at=timezone.now() + LEASE):
+        raise LeaseLost(f"rubric job {job.pk} is no longer held by {worker}")
+
+
 def _fail(job: RubricJob, worker: str, error: str, log: list[dict]) -> None:
     with transaction.atomic(durable=True):
         if _finish(job, worker, status=RubricJobStatus.FAILED, error=error[:4000], attempts_log=log):
@@ -485,16 +497,20 @@ def rubric_judge_run(*, job_id: int, worker: str | None = None) -> RubricJob | N
             if isinstance(error, ModelError):
                 log.append({"who": name, "attempt": 0, "call": None, "error": f"no reply: {error}"})
             continue
-        _replace_assessments(
-            actor=Actor.system(),
-            run=run,
-            version=version,
-            rater=f"judge:{name}",
-            assessments=assessments,
-            kind=RaterKind.MODEL,
-            judge_name=name,
-            model_call_id=call_id,
-        )
+        try:
+            _replace_assessments(
+                actor=Actor.system(),
+                run=run,
+                version=version,
+                rater=f"judge:{name}",
+                assessments=assessments,
+                kind=RaterKind.MODEL,
+                judge_name=name,
+                model_call_id=call_id,
+                on_written=partial(_keep_progress, job, worker, log),
+            )
+        except LeaseLost:
+            return RubricJob.objects.get(pk=job.pk)
         accepted += 1
     with transaction.atomic(durable=True):
         if accepted:
@@ -553,8 +569,10 @@ def _replace_assessments(
     user: User | None = None,
     judge_name: str = "",
     model_call_id: int | None = None,
+    on_written: Callable[[], None] | None = None,
 ) -> RubricScoreRow:
-    """One transaction: the rater's assessments of these dimensions replace their earlier ones; score recomputed."""
+    """One transaction: the rater's assessments of these dimensions replace their earlier ones; score recomputed;
+    `on_written` runs inside it (a judging job records its progress there)."""
     dimensions = [a.dimension_id for a in assessments]
     with transaction.atomic(durable=True):
         before = list(
@@ -585,6 +603,8 @@ def _replace_assessments(
             ]
         )
         score = _recompute(run, version)
+        if on_written is not None:
+            on_written()
         audit_record(
             actor=actor,
             verb="rubric.assess",

@@ -1,39 +1,20 @@
-"""A Celery app for the replay fault test's worker subprocess: the project's app on the test database and a Redis
-broker, with short replay leases and test-only patches that SIGKILL the pool process once at each named point of
-an offline replay: the heartbeats ("claimed", "loaded", "replayed"), inside the finishing transaction ("settling")
-and after it committed, before the message is acknowledged ("finished")."""
+"""A Celery app for the replay fault test's worker subprocess (tests/faults.py): short replay leases and test-only
+patches that SIGKILL the pool process once at each named point of an offline replay: the heartbeats ("claimed",
+"loaded", "replayed"), inside the finishing transaction ("settling") and after it committed, before the message is
+acknowledged ("finished")."""
 
 import os
-import signal
-from pathlib import Path
 
-import django
+from tests.faults import die_once_at, note, worker_app
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-django.setup()
+app = worker_app()
 
 from django.conf import settings  # noqa: E402
 
-from config.celery import app  # noqa: E402
 from procedures import services  # noqa: E402
 
-app.conf.update(broker_url=os.environ["FAULT_BROKER_URL"], task_always_eager=False)
 settings.WAYMARK_REPLAY_LEASE_SECONDS = int(os.environ.get("FAULT_LEASE_SECONDS", "2"))
 settings.WAYMARK_REPLAY_MAX_ATTEMPTS = int(os.environ.get("FAULT_MAX_ATTEMPTS", "10"))
-
-MARKERS = Path(os.environ["FAULT_DIR"])
-POINTS = [point for point in os.environ.get("FAULT_KILL_POINTS", "").split(",") if point]
-
-
-def die_once_at(point: str) -> None:
-    if point not in POINTS:
-        return
-    marker = MARKERS / f"killed-{point}"
-    if marker.exists():
-        return
-    marker.write_text(str(os.getpid()))
-    os.kill(os.getpid(), signal.SIGKILL)
-
 
 _heartbeat = services.replay_heartbeat
 
@@ -61,8 +42,7 @@ _finish = services._finish
 
 def finish(*args, **kwargs):
     replay = _finish(*args, **kwargs)
-    with open(MARKERS / "finishes.log", "a") as log:
-        log.write(f"{replay.pk}:{replay.status}\n")
+    note("finishes.log", f"{replay.pk}:{replay.status}")
     die_once_at("finished")
     return replay
 

@@ -9,6 +9,8 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.urls import reverse
+from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from reviews import services
@@ -230,3 +232,130 @@ def test_the_periodic_sweep_resends_due_deliveries_only(admin_user, receiver):
     due.refresh_from_db()
     assert due.status == DeliveryStatus.SENT
     assert len(receiver.received) == 1
+
+
+# --- a worker that dies during an attempt --------------------------------------------------------------------------
+class WorkerDied(BaseException):
+    """Stands for SIGKILL: nothing after the raise runs, no handler catches it (tests/reviews/
+    test_delivery_worker_faults.py does the same with a real worker process)."""
+
+
+def a_delivery(admin_user, url: str) -> WebhookDelivery:
+    endpoint, _ = services.webhook_endpoint_create(actor=act(admin_user), url=url, events=["promotion.activated"])
+    return WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"promotion": 7})
+
+
+def dying_post(monkeypatch, receiver=None):
+    """_post reaches the receiver (when given), then the worker dies before the attempt is recorded."""
+    real = services._post
+
+    def post(url, body, headers):
+        if receiver is not None:
+            real(url, body, headers)
+        raise WorkerDied
+
+    monkeypatch.setattr(services, "_post", post)
+    return real
+
+
+@pytest.mark.django_db
+def test_an_attempt_whose_worker_died_is_logged_as_lost_by_the_next_claim(admin_user, receiver, monkeypatch):
+    delivery = a_delivery(admin_user, receiver.url)
+    real = dying_post(monkeypatch, receiver)
+    claimed = timezone.now()
+    with pytest.raises(WorkerDied):
+        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed)
+    assert not WebhookAttempt.objects.exists()  # the dead worker recorded nothing
+
+    monkeypatch.setattr(services, "_post", real)
+    # Within the claim window nobody sends again (the worker might still be alive) …
+    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed + timedelta(seconds=30)) is None
+    assert services.webhook_deliveries_due(now=claimed + timedelta(seconds=30)) == []
+    # … after it, the sweep finds the delivery due and the next claim logs the lost attempt before sending again.
+    later = claimed + services.WEBHOOK_CLAIM
+    assert services.webhook_deliveries_due(now=later) == [delivery.pk]
+    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=later)
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 2
+    log = list(delivery.attempt_log.values_list("number", "status_code", "error", "attempted_at"))
+    assert log == [(1, None, services.LOST_ATTEMPT, claimed), (2, 200, "", later)]
+    ids = [headers["webhook-id"] for headers, _ in receiver.received]
+    assert ids == [services.webhook_id(delivery.pk)] * 2  # at least once, with one id to drop duplicates by
+
+
+@pytest.mark.django_db
+def test_the_deliveries_page_shows_a_lost_attempt(admin_user, receiver, monkeypatch, client):
+    delivery = a_delivery(admin_user, receiver.url)
+    dying_post(monkeypatch)
+    with pytest.raises(WorkerDied):
+        services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    services._claim(delivery.pk, timezone.now() + services.WEBHOOK_CLAIM)  # the next claim (its worker dies too)
+    client.force_login(admin_user)
+    page = client.get(reverse("reviews:deliveries")).content.decode()
+    assert "no result: the worker stopped during this attempt" in page
+
+
+@pytest.mark.django_db
+def test_a_delivery_whose_claims_keep_dying_fails_with_the_reason_after_the_last_attempt(
+    admin_user, receiver, monkeypatch
+):
+    delivery = a_delivery(admin_user, receiver.url)
+    dying_post(monkeypatch, receiver)
+    now = timezone.now()
+    for _ in range(services.WEBHOOK_MAX_ATTEMPTS):
+        with pytest.raises(WorkerDied):
+            services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
+        now += services.WEBHOOK_CLAIM
+    assert len(receiver.received) == services.WEBHOOK_MAX_ATTEMPTS
+
+    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now) is None  # no seventh attempt
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == services.WEBHOOK_MAX_ATTEMPTS
+    assert delivery.last_error == f"gave up after {services.WEBHOOK_MAX_ATTEMPTS} attempts: {services.LOST_ATTEMPT}"
+    assert list(delivery.attempt_log.values_list("number", "error")) == [
+        (number, services.LOST_ATTEMPT) for number in range(1, services.WEBHOOK_MAX_ATTEMPTS + 1)
+    ]
+    assert len(receiver.received) == services.WEBHOOK_MAX_ATTEMPTS
+    assert services.webhook_deliveries_due(now=now + timedelta(days=1)) == []  # the sweep leaves it alone
+
+
+@pytest.mark.django_db
+def test_the_last_failed_attempt_names_its_error_when_giving_up(admin_user, receiver, monkeypatch):
+    receiver.status = 503
+    delivery = a_delivery(admin_user, receiver.url)
+    now = timezone.now()
+    for _ in range(services.WEBHOOK_MAX_ATTEMPTS - 1):
+        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
+        delivery.refresh_from_db()
+        now = delivery.next_attempt_at
+    dying_post(monkeypatch)
+    with pytest.raises(WorkerDied):  # the last attempt's worker dies
+        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
+    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now + services.WEBHOOK_CLAIM) is None
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert delivery.attempt_log.count() == services.WEBHOOK_MAX_ATTEMPTS
+    assert delivery.last_error.startswith(f"gave up after {services.WEBHOOK_MAX_ATTEMPTS} attempts: no result")
+
+
+@pytest.mark.django_db
+def test_an_attempt_recorded_after_its_claim_ran_out_fills_in_its_row_and_leaves_the_newer_claim_alone(
+    admin_user, receiver, monkeypatch
+):
+    receiver.status = 500
+    delivery = a_delivery(admin_user, receiver.url)
+    real = services._post
+    claimed = timezone.now()
+    newer = claimed + services.WEBHOOK_CLAIM
+
+    def slow_post(url, body, headers):
+        result = real(url, body, headers)
+        assert services._claim(delivery.pk, newer) is not None  # meanwhile the claim ran out and was taken again
+        return result
+
+    monkeypatch.setattr(services, "_post", slow_post)
+    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed)
+    delivery.refresh_from_db()
+    assert list(delivery.attempt_log.values_list("number", "status_code")) == [(1, 500)]  # one row, its result
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 2
+    assert delivery.next_attempt_at == newer + services.WEBHOOK_CLAIM  # the newer claim's window, not a backoff

@@ -1,35 +1,13 @@
-"""A Celery app for the fault test's worker subprocess: the project's app on the test database and a Redis broker,
-with two test-only patches: the pool process SIGKILLs itself once at each named point, and every evaluation the
-two-hop environment completes is appended to a file (so the test can count them across processes)."""
+"""A Celery app for the evolution fault test's worker subprocess (tests/faults.py), with two test-only patches: the
+pool process SIGKILLs itself once at each named point, and every evaluation the two-hop environment completes is
+appended to a file (so the test can count them across processes)."""
 
-import os
-import signal
-from pathlib import Path
+from tests.faults import die_once_at, note, worker_app
 
-import django
+app = worker_app()
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-django.setup()
-
-from config.celery import app  # noqa: E402
 from graphs.core.twohop import TwoHopEnvironment  # noqa: E402
 from graphs.evolution import services, stores  # noqa: E402
-
-app.conf.update(broker_url=os.environ["FAULT_BROKER_URL"], task_always_eager=False)
-
-MARKERS = Path(os.environ["FAULT_DIR"])
-POINTS = [point for point in os.environ.get("FAULT_KILL_POINTS", "").split(",") if point]
-
-
-def die_once_at(point: str) -> None:
-    if point not in POINTS:
-        return
-    marker = MARKERS / f"killed-{point.replace(':', '-')}"
-    if marker.exists():
-        return
-    marker.write_text(str(os.getpid()))
-    os.kill(os.getpid(), signal.SIGKILL)
-
 
 _stage = services.RunHooks.stage
 
@@ -68,8 +46,7 @@ _evaluate = TwoHopEnvironment.evaluate
 
 def evaluate(self, ref, graph, *, iteration, purpose):
     evaluation = _evaluate(self, ref, graph, iteration=iteration, purpose=purpose)
-    with open(MARKERS / "evaluations.log", "a") as log:
-        log.write(f"{purpose}:{iteration}\n")
+    note("evaluations.log", f"{purpose}:{iteration}")
     return evaluation
 
 
