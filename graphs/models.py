@@ -40,6 +40,11 @@ class Workspace(models.Model):
         return self.title or self.slug
 
 
+def revision_label(seq: int, digest: str) -> str:
+    """`#2 · 3fa9c1d`: the one name of a revision (for rows read with .values() as well as for instances)."""
+    return f"#{seq} · {(digest or '')[:7]}"
+
+
 class RevisionQuerySet(models.QuerySet):
     def update(self, **kwargs):
         raise TypeError("revisions are append-only: they are never updated")
@@ -89,6 +94,11 @@ class Revision(models.Model):
     @property
     def short_digest(self) -> str:
         return self.digest[:12]
+
+    @property
+    def label(self) -> str:
+        """How every page, message and API answer names a revision: `#seq · ` and the first 7 digest characters."""
+        return revision_label(self.seq, self.digest)
 
     @property
     def origin(self) -> str:

@@ -10,13 +10,15 @@ This is the only way a workspace's active pointer moves after seeding.
 
 from __future__ import annotations
 
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
 from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
-from graphs.core import skeleton, to_mermaid, unified_diff
-from graphs.diff_lines import diff_lines
+from graphs.core import skeleton
+from graphs.core.diff import graph_diff, to_mermaid_diff
 from reviews.registry import (
+    Choice,
     Description,
     DiffView,
     GateEvidence,
@@ -27,11 +29,13 @@ from reviews.registry import (
     register_kind,
 )
 
-from .models import EvolutionRound, Revision, Workspace
+from .models import EvolutionRound, Revision, Workspace, revision_label
 from .selectors import graph_of
 from .services import workspace_activate_revision_in_transaction
 
 KIND = "graph_revision"
+DRAW_LIMIT = 150  # nodes: a bigger graph is shown as its structural diff table only (as on the graph pages)
+PROPOSABLE_LIMIT = 200
 
 
 def measured_round(revision: Revision) -> EvolutionRound | None:
@@ -65,12 +69,51 @@ class GraphRevisionKind(PromotableKind):
         revision = _revision(candidate_id)
         workspace = revision.workspace
         return Description(
-            title=f"{workspace.slug} graph #{revision.seq}",
-            summary=f"{revision.origin or 'graph'} revision {revision.short_digest}",
+            title=f"{workspace.slug} graph {revision.label}",
+            summary=f"{revision.origin or 'graph'} revision {revision.label} (digest {revision.short_digest})",
             url=reverse("graphs:workspace", args=[workspace.slug]),
             parent_key=workspace.slug,
             parent_label=workspace.display_title,
+            label=revision.label,
         )
+
+    def labels(self, candidate_ids) -> dict[str, str]:
+        pks = sorted({pk for pk in (int_or_none(i) for i in candidate_ids if i) if pk is not None})
+        if not pks:
+            return {}
+        rows = Revision.objects.filter(pk__in=pks, kind=GRAPH).values_list("pk", "seq", "digest")
+        return {str(pk): revision_label(seq, digest) for pk, seq, digest in rows}
+
+    def proposable(self, parent_key: str | None = None) -> list[Choice]:
+        """Every graph revision that is not its workspace's active one, newest first per workspace; its gate is
+        passing when an evolution round accepted it, none otherwise (an admin override is then needed)."""
+        accepted = EvolutionRound.objects.filter(graph_revision=OuterRef("pk"), outcome="accepted")
+        revisions = (
+            Revision.objects.filter(kind=GRAPH)
+            .select_related("workspace")
+            .annotate(measured=Exists(accepted))
+            .order_by("workspace__slug", "-seq")
+        )
+        if parent_key is not None:
+            revisions = revisions.filter(workspace__slug=parent_key)
+        choices = []
+        for revision in revisions[:PROPOSABLE_LIMIT]:
+            workspace = revision.workspace
+            if revision.pk == workspace.active_revision_id:
+                continue
+            choices.append(
+                Choice(
+                    id=str(revision.pk),
+                    label=revision.label,
+                    parent_key=workspace.slug,
+                    parent_label=workspace.display_title,
+                    gate_passing=True if revision.measured else None,
+                    gate_note="accepted by an evolution gate"
+                    if revision.measured
+                    else f"no measured evaluation ({revision.origin or 'unknown'} graph)",
+                )
+            )
+        return choices
 
     def current_active(self, parent_key: str) -> str | None:
         active = Workspace.objects.filter(slug=parent_key).values_list("active_revision_id", flat=True).first()
@@ -86,46 +129,82 @@ class GraphRevisionKind(PromotableKind):
                 url=reverse("graphs:workspace", args=[revision.workspace.slug]),
             )
         run = measured.run
+        gate_kind = run.gate.get("kind", "tie")
         details = {
             "evolution_run": run.pk,
             "round": measured.iteration,
             "evaluator": run.evaluator,
-            "gate": run.gate.get("kind", "tie"),
+            "gate": gate_kind,
             "validation_score": measured.candidate_score,
             "retained_score": measured.retained_score,
         }
         if measured.disposition:
             details["disposition"] = measured.disposition
+        candidate, retained = measured.candidate_score, measured.retained_score
+        numbers = candidate is not None and retained is not None
+        minimum_delta = run.gate.get("minimum_delta")
+        bound = (
+            f"> retained by at least {minimum_delta:g}"
+            if gate_kind == "strict" and isinstance(minimum_delta, int | float)
+            else f"accepted by the {gate_kind} gate against the retained graph"
+            if gate_kind not in ("tie", "strict")
+            else "≥ retained"
+        )
+        metrics = [
+            {
+                "metric": "validation_score",
+                "mode": gate_kind,
+                "value": candidate,
+                "threshold": retained,
+                "bound": bound,
+                "active": retained,
+                "active_note": "the retained graph the gate compared with",
+                "delta": (candidate - retained) if numbers else None,
+                "passed": True,
+                "reason": "accepted",
+            }
+        ]
         return GateEvidence(
             passing=True,
             summary=(
-                f"accepted by the {details['gate']} gate in evolution run {run.pk}, round {measured.iteration}: "
+                f"accepted by the {gate_kind} gate in evolution run {run.pk}, round {measured.iteration}: "
                 f"validation {_score(measured.candidate_score)} against retained {_score(measured.retained_score)} "
                 f"({run.evaluator} evaluator)"
             ),
             details=details,
             url=reverse("graphs:evolution_round", args=[revision.workspace.slug, run.pk, measured.iteration]),
+            metrics=metrics,
         )
 
     def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
+        """The structural difference (nodes and edges added, removed, changed) as a table, and the candidate drawn
+        with those changes marked; the unchanged parts are not listed (nothing reads like a deletion)."""
         candidate = _revision(candidate_id)
         workspace = candidate.workspace
         active_pk = int_or_none(active_id)
         active = Revision.objects.filter(pk=active_pk, kind=GRAPH).first() if active_pk else None
         before_graph = graph_of(active) if active else skeleton(**(workspace.vocabulary or {}))
         after_graph = graph_of(candidate)
-        left = f"#{active.seq} {active.short_digest}" if active else "skeleton"
-        text = unified_diff(
-            before_graph, after_graph, fromfile=left, tofile=f"#{candidate.seq} {candidate.short_digest}"
-        )
+        changes = graph_diff(before_graph, after_graph)
+        left = f"active {active.label}" if active else "the skeleton (no active graph)"
+        drawable = len(after_graph.nodes) + len(changes.nodes_with("removed")) <= DRAW_LIMIT
         return DiffView(
             template="reviews/diff_graph.html",
             context={
-                "lines": diff_lines(text),
+                "before_label": left,
+                "after_label": f"candidate {candidate.label}",
+                "diff": changes,
+                "counts": changes.counts(),
+                "node_total": len(after_graph.nodes),
+                "edge_total": len(after_graph.edges),
                 "drawings": [
-                    (f"active {left}", to_mermaid(before_graph) if active else ""),
-                    (f"candidate #{candidate.seq}", to_mermaid(after_graph)),
-                ],
+                    (
+                        f"candidate {candidate.label}, changes against {left} marked",
+                        to_mermaid_diff(before_graph, after_graph, changes),
+                    )
+                ]
+                if drawable
+                else [],
                 "diff_url": reverse("graphs:diff", args=[workspace.slug])
                 + (f"?from_ref={active.seq}&to_ref={candidate.seq}" if active else f"?to_ref={candidate.seq}"),
             },
@@ -146,7 +225,12 @@ class GraphRevisionKind(PromotableKind):
             verb="workspace.set_active_revision",
             target=locked,
             before={"active_revision": before},
-            after={"active_revision": revision.pk, "seq": revision.seq, "digest": revision.digest},
+            after={
+                "active_revision": revision.pk,
+                "seq": revision.seq,
+                "digest": revision.digest,
+                "label": revision.label,
+            },
         )
 
     def rollback_target(self, parent_key: str) -> str | None:

@@ -16,12 +16,14 @@ from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
 from reviews.models import PromotionRequest
 from reviews.registry import (
+    Choice,
     Description,
     DiffView,
     GateEvidence,
     PromotableKind,
     StaleActivation,
     find_candidate,
+    number_labels,
     register_kind,
 )
 
@@ -67,7 +69,30 @@ class TaxonomyVersionKind(PromotableKind):
             url=taxonomy_url(version),
             parent_key=version.taxonomy.slug,
             parent_label=str(version.taxonomy),
+            label=f"v{version.number}",
         )
+
+    def labels(self, candidate_ids) -> dict[str, str]:
+        return number_labels(TaxonomyVersion.objects, candidate_ids)
+
+    def proposable(self, parent_key: str | None = None) -> list[Choice]:
+        """Every version that is not its taxonomy's active one, newest first; its gate (judgments of the
+        candidates it adds or merges) is computed when it is proposed."""
+        versions = TaxonomyVersion.objects.select_related("taxonomy").order_by("taxonomy__slug", "-number")
+        if parent_key is not None:
+            versions = versions.filter(taxonomy__slug=parent_key)
+        return [
+            Choice(
+                id=str(version.pk),
+                label=f"v{version.number}",
+                parent_key=version.taxonomy.slug,
+                parent_label=str(version.taxonomy),
+                gate_passing=None,
+                gate_note="judgment agreement checked when proposed",
+            )
+            for version in versions[:200]
+            if version.pk != version.taxonomy.active_version_id
+        ]
 
     def current_active(self, parent_key: str) -> str | None:
         active = IntentTaxonomy.objects.filter(slug=parent_key).values_list("active_version_id", flat=True).first()
@@ -158,7 +183,12 @@ class TaxonomyVersionKind(PromotableKind):
             verb="intent_taxonomy.activate",
             target=taxonomy,
             before={"active_version": previous, "revision": taxonomy.revision},
-            after={"active_version": version.pk, "number": version.number, "revision": revision},
+            after={
+                "active_version": version.pk,
+                "number": version.number,
+                "label": f"v{version.number}",
+                "revision": revision,
+            },
         )
 
     def rollback_target(self, parent_key: str) -> str | None:

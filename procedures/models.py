@@ -103,6 +103,11 @@ class ProcedureVersion(models.Model):
         return super().save(*args, **kwargs)
 
     @property
+    def label(self) -> str:
+        """How every page, message and API answer names a version: `v3`."""
+        return f"v{self.number}"
+
+    @property
     def tools(self) -> list[str]:
         return [step["tool"] for step in self.steps]
 

@@ -8,6 +8,7 @@ the expected active version, retire the previous one, move the pointer, bump `re
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
 from typing import Any
 
 from django.urls import reverse
@@ -15,20 +16,32 @@ from django.urls import reverse
 from accounts.services import Actor
 from config.parsing import int_or_none
 from reviews.registry import (
+    Choice,
     Description,
     DiffView,
     GateEvidence,
     PromotableKind,
     find_candidate,
     move_active_version,
+    number_labels,
     previous_active,
     register_kind,
+    significant,
 )
 
+from .core.replay import HIGHER_IS_BETTER
 from .mining import intent_key
-from .models import Procedure, ProcedureVersion, ReplayRun, ReplayStatus, VersionStatus
+from .models import Procedure, ProcedureVersion, ReplayArm, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
 
 KIND = "procedure_version"
+CASES_SHOWN = 200  # held-out cases listed in a gate snapshot (the total is kept beside them)
+PROPOSABLE = (VersionStatus.CANDIDATE, VersionStatus.REPLAYING, VersionStatus.READY, VersionStatus.FAILED)
+GATE_OF_STATUS: dict[str, tuple[bool | None, str]] = {
+    VersionStatus.READY: (True, "replay passed the gate"),
+    VersionStatus.FAILED: (False, "replay failed the gate"),
+    VersionStatus.REPLAYING: (None, "replaying"),
+    VersionStatus.CANDIDATE: (None, "no finished replay"),
+}
 
 
 def _version(candidate_id: str) -> ProcedureVersion:
@@ -49,6 +62,121 @@ def _rubric_detail(rubric: dict[str, Any]) -> str:
     return head + ("passed" if rubric.get("passed") else "failed") + (" — " + "; ".join(runs) if runs else "")
 
 
+def metric_row(check: dict[str, Any], active_metrics: dict[str, Any]) -> dict[str, Any]:
+    """One gate check as the item page shows it: value, bound (as text), the active version's value and the delta."""
+    metric = check["metric"]
+    value = check.get("value")
+    active = check.get("baseline")
+    if active is None:
+        active = active_metrics.get(metric)
+    numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (value, active))
+    return {
+        "metric": metric,
+        "mode": check.get("mode"),
+        "value": value,
+        "threshold": check.get("threshold"),
+        "bound": bound_text(check),
+        "active": active,
+        "delta": (value - active) if numbers else None,
+        "passed": bool(check.get("passed")),
+        "reason": check.get("reason") or "",
+    }
+
+
+def bound_text(check: dict[str, Any]) -> str:
+    """`≥ 0.5`, `≤ 0`, `no worse than the active version: ≥ 0.8` — what the check asked of the value."""
+    mode, threshold = check.get("mode"), check.get("threshold")
+    if mode == "at_least":
+        return f"≥ {significant(threshold)}"
+    if mode == "at_most":
+        return f"≤ {significant(threshold)}"
+    if mode == "no_regression":
+        if threshold is None:
+            return "no regression (no active version to compare with)"
+        sign = "≥" if HIGHER_IS_BETTER.get(check.get("metric"), True) else "≤"
+        return f"no regression: {sign} {significant(threshold)}"
+    return str(mode or "")
+
+
+def replay_cases(replay: ReplayRun) -> tuple[list[dict[str, Any]], int]:
+    """The first CASES_SHOWN held-out cases of a finished replay with pass/fail per arm and the runs to link, and
+    how many there are (one query)."""
+    shown = sorted(replay.held_out_run_ids)[:CASES_SHOWN]
+    by_case: dict[int, dict[str, Any]] = {
+        case_id: {
+            "case_run_id": case_id,
+            "answered": False,
+            "passed": False,
+            "result_run_id": None,
+            "active_passed": None,
+            "active_result_run_id": None,
+            "regression": False,
+        }
+        for case_id in shown
+    }
+    rows = ReplayCase.objects.filter(replay=replay, case_run_id__in=shown).values_list(
+        "arm", "case_run_id", "result_run_id", "answered", "result"
+    )
+    for arm, case_id, result_run_id, answered, result in rows:
+        case = by_case.get(case_id)
+        if case is None:
+            continue
+        passed = bool((result or {}).get("passed")) and answered
+        if arm == ReplayArm.CANDIDATE:
+            case.update(answered=answered, passed=passed, result_run_id=result_run_id)
+            case["regression"] = bool((result or {}).get("regression"))
+        else:
+            case.update(active_passed=passed if answered else None, active_result_run_id=result_run_id)
+    return [by_case[case_id] for case_id in shown], len(replay.held_out_run_ids)
+
+
+def _args_text(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in (arguments or {}).items())
+
+
+def step_rows(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every step of both versions in the candidate's order: {"change": same/added/removed/changed, "number" (the
+    candidate's step number, None for a removed step), "tool", "arguments" (text), "before_arguments" (text, for a
+    changed step: same tool, other retained arguments)}. Steps are matched by tool (longest matching blocks)."""
+    tools_before = [step.get("tool") for step in before]
+    tools_after = [step.get("tool") for step in after]
+    rows: list[dict[str, Any]] = []
+
+    def row(change: str, step: dict[str, Any], number: int | None, previous: dict[str, Any] | None = None):
+        rows.append(
+            {
+                "change": change,
+                "number": number,
+                "tool": step.get("tool"),
+                "arguments": _args_text(step.get("arguments") or {}),
+                "before_arguments": _args_text(previous.get("arguments") or {}) if previous is not None else "",
+            }
+        )
+
+    matcher = SequenceMatcher(a=tools_before, b=tools_after, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            for old, new, number in zip(before[i1:i2], after[j1:j2], range(j1 + 1, j2 + 1), strict=True):
+                same = (old.get("arguments") or {}) == (new.get("arguments") or {})
+                row("same" if same else "changed", new, number, None if same else old)
+            continue
+        for old in before[i1:i2]:
+            row("removed", old, None)
+        for new, number in zip(after[j1:j2], range(j1 + 1, j2 + 1), strict=True):
+            row("added", new, number)
+    return rows
+
+
+def note_rows(before: list[Any], after: list[Any]) -> list[dict[str, str]]:
+    """Preconditions or failure exits of both versions: the candidate's in order (same or added), then the ones it
+    drops (removed)."""
+    old = [str(note) for note in before or []]
+    new = [str(note) for note in after or []]
+    rows = [{"change": "same" if note in old else "added", "text": note} for note in new]
+    rows += [{"change": "removed", "text": note} for note in old if note not in new]
+    return rows
+
+
 class ProcedureVersionKind(PromotableKind):
     key = KIND
     label = "procedure version"
@@ -58,12 +186,36 @@ class ProcedureVersionKind(PromotableKind):
         procedure = version.procedure
         tools = " → ".join(version.tools[:8]) + (" …" if len(version.tools) > 8 else "")
         return Description(
-            title=f"{procedure.title or procedure.intent} v{version.number}",
+            title=f"{procedure.title or procedure.intent} {version.label}",
             summary=f"{len(version.steps)} steps: {tools}",
             url=reverse("procedures:version", args=[version.pk]),
             parent_key=str(procedure.pk),
             parent_label=procedure.title or procedure.intent,
+            label=version.label,
         )
+
+    def labels(self, candidate_ids) -> dict[str, str]:
+        return number_labels(ProcedureVersion.objects, candidate_ids)
+
+    def proposable(self, parent_key: str | None = None) -> list[Choice]:
+        versions = ProcedureVersion.objects.filter(status__in=PROPOSABLE).select_related("procedure")
+        if parent_key is not None:
+            versions = versions.filter(procedure_id=int_or_none(parent_key))
+        choices = []
+        for version in versions.order_by("procedure__title", "procedure__intent", "-number")[:200]:
+            passing, note = GATE_OF_STATUS.get(version.status, (None, version.status))
+            procedure = version.procedure
+            choices.append(
+                Choice(
+                    id=str(version.pk),
+                    label=version.label,
+                    parent_key=str(procedure.pk),
+                    parent_label=procedure.title or procedure.intent,
+                    gate_passing=passing,
+                    gate_note=note,
+                )
+            )
+        return choices
 
     def current_active(self, parent_key: str) -> str | None:
         pk = int_or_none(parent_key)
@@ -73,17 +225,25 @@ class ProcedureVersionKind(PromotableKind):
     def gate_evidence(self, candidate_id: str) -> GateEvidence:
         version = _version(candidate_id)
         url = reverse("procedures:version", args=[version.pk])
-        replay = ReplayRun.objects.filter(version=version, status=ReplayStatus.DONE).order_by("-id").first()
+        replay = (
+            ReplayRun.objects.select_related("compared_with")
+            .filter(version=version, status=ReplayStatus.DONE)
+            .order_by("-id")
+            .first()
+        )
         if replay is None or replay.gate_report is None:
             return GateEvidence(passing=None, summary="no finished replay yet", url=url)
+        checks = [check for check in replay.gate_report.get("checks", []) if "metric" in check]
         failures = [check for check in replay.gate_report.get("checks", []) if not check.get("passed")]
+        active_metrics = (replay.metrics or {}).get("active") or {}
+        metrics = [metric_row(check, active_metrics) for check in checks]
         details: dict[str, Any] = {
-            check["metric"]: f"{check.get('value')} ({'ok' if check.get('passed') else check.get('reason', 'failed')})"
-            for check in replay.gate_report.get("checks", [])
-            if "metric" in check
+            row["metric"]: f"{significant(row['value'])} ({'ok' if row['passed'] else row['reason'] or 'failed'})"
+            for row in metrics
         }
         passed = bool(replay.passed)
-        summary = f"{replay.mode} replay #{replay.pk} on {len(replay.held_out_run_ids)} held-out runs: " + (
+        compared = f", compared with {replay.compared_with.label}" if replay.compared_with else ""
+        summary = f"{replay.mode} replay #{replay.pk} on {len(replay.held_out_run_ids)} held-out runs{compared}: " + (
             "gate passed" if passed else f"gate failed ({len(failures)} check{'s' if len(failures) != 1 else ''})"
         )
         rubric = replay.gate_report.get("rubric")
@@ -92,18 +252,25 @@ class ProcedureVersionKind(PromotableKind):
             summary += f"; rubric floor {rubric.get('floor'):g} " + (
                 ("met" if rubric.get("passed") else "not met") if rubric.get("applied") else "not applied"
             )
-        return GateEvidence(passing=passed, summary=summary, details=details, url=url)
+        cases, total = replay_cases(replay)
+        return GateEvidence(
+            passing=passed, summary=summary, details=details, url=url, metrics=metrics, cases=cases, cases_total=total
+        )
 
     def diff(self, candidate_id: str, active_id: str | None) -> DiffView:
         candidate = _version(candidate_id)
         active = ProcedureVersion.objects.filter(pk=int_or_none(active_id)).first() if active_id else None
+        rows = step_rows(active.steps if active else [], candidate.steps)
         return DiffView(
             template="reviews/diff_steps.html",
             context={
-                "before_label": f"active v{active.number}" if active else "no active version",
-                "after_label": f"candidate v{candidate.number}",
-                "before_steps": active.steps if active else [],
-                "after_steps": candidate.steps,
+                "before_label": f"active {active.label}" if active else "no active version",
+                "after_label": f"candidate {candidate.label}",
+                "has_active": active is not None,
+                "step_rows": rows,
+                "steps_changed": any(row["change"] != "same" for row in rows),
+                "preconditions": note_rows(active.preconditions if active else [], candidate.preconditions),
+                "failure_exits": note_rows(active.failure_exits if active else [], candidate.failure_exits),
                 "sources": candidate.source_run_ids[:20],
                 "source_count": len(candidate.source_run_ids),
             },

@@ -39,6 +39,7 @@ class VersionOut(Schema):
     id: int
     procedure_id: int
     number: int
+    label: str  # "v3": how pages and reviews name the version
     status: str
     parent_id: int | None
     steps: list[StepOut]

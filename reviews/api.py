@@ -46,8 +46,10 @@ def promotion_out(user, request: PromotionRequest) -> dict:
         "candidate_id": request.candidate_id,
         "parent_key": request.parent_key,
         "title": request.title,
+        "candidate_label": getattr(request, "candidate_label", "") or request.candidate_id,
         "parent_label": request.parent_label,
         "replaces_id": request.replaces_id,
+        "replaces_label": getattr(request, "replaces_label", "") or None,
         "is_rollback": request.is_rollback,
         "status": request.status,
         "proposer": request.proposer.username,
@@ -57,6 +59,9 @@ def promotion_out(user, request: PromotionRequest) -> dict:
             "summary": gate.get("summary", ""),
             "details": gate.get("details") or {},
             "url": gate.get("url", ""),
+            "metrics": gate.get("metrics") or [],
+            "cases": gate.get("cases") or [],
+            "cases_total": gate.get("cases_total") or len(gate.get("cases") or []),
         },
         "override": (
             {"by": request.override_by.username, "reason": request.override_reason, "at": request.overridden_at}
@@ -66,6 +71,10 @@ def promotion_out(user, request: PromotionRequest) -> dict:
         "required_approvals": request.required_approvals,
         "approvals": view.approvals,
         "rejections": view.rejections,
+        "counts_visible": view.counts_visible,
+        "outcome": (
+            {"status": view.outcome.status, "text": view.outcome.text, "at": view.outcome.at} if view.outcome else None
+        ),
         "judgments": (
             [
                 {
@@ -100,14 +109,17 @@ def queue(request: HttpRequest, kind: str = ""):
             "id": row.pk,
             "kind": row.kind,
             "candidate_id": row.candidate_id,
+            "candidate_label": row.candidate_label or row.candidate_id,
             "title": row.title,
             "parent_label": row.parent_label,
+            "replaces_id": row.replaces_id,
+            "replaces_label": row.replaces_label or None,
             "status": row.status,
             "is_rollback": row.is_rollback,
             "gate_passing": row.gate_passing,
             "overridden": row.is_overridden,
-            "approvals": row.approvals,
-            "rejections": row.rejections,
+            "approvals": row.approvals if row.counts_visible else None,
+            "rejections": row.rejections if row.counts_visible else None,
             "required_approvals": row.required_approvals,
             "pending_for_me": row.pending_for_me,
             "lease_holder": row.active_lease.holder.username if row.active_lease else None,

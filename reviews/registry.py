@@ -5,11 +5,14 @@ AppConfig.ready. `reviews` runs the promotion policy; the kind describes candida
 shows their diff and performs the activation. reviews never imports the owning apps.
 
 Ids crossing the registry are strings (a version pk, a revision pk) so one table can hold requests of every kind.
+People never see those ids: every page, message and API answer names a candidate by its kind's *label* (`v3` for a
+version, `#2 · 3fa9c1d` for a graph revision), which `labels()` answers for many ids at once.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +43,27 @@ class UnknownCandidate(LookupError):
 
 @dataclass(frozen=True)
 class Description:
+    """`label` names the candidate (`v3`, `#2 · 3fa9c1d`); `title` names it with its parent."""
+
     title: str
     summary: str
     url: str
     parent_key: str
     parent_label: str
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One candidate that can be proposed now (PromotableKind.proposable): its id (the form's value, never shown),
+    its label, its parent, and its gate state (passing True/False, None = no gate evidence) with a short note."""
+
+    id: str
+    label: str
+    parent_key: str
+    parent_label: str
+    gate_passing: bool | None
+    gate_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,9 +74,45 @@ class GateEvidence:
     summary: str
     details: dict[str, Any] = field(default_factory=dict)
     url: str = ""
+    # Measured metrics, one row each: {"metric", "value", "bound", "active", "delta", "passed", "reason"} (numbers
+    # as measured; pages round them, see metric_text). "active" is the active version's value (None: none).
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    # Held-out cases, one row each: {"case_run_id", "passed", "answered", "result_run_id", "active_passed",
+    # "active_result_run_id", "regression"}; run ids link to the runs' pages.
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    cases_total: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        return {"passing": self.passing, "summary": self.summary, "details": self.details, "url": self.url}
+        return {
+            "passing": self.passing,
+            "summary": self.summary,
+            "details": self.details,
+            "url": self.url,
+            "metrics": self.metrics,
+            "cases": self.cases,
+            "cases_total": self.cases_total or len(self.cases),
+        }
+
+
+def significant(value: Any, digits: int = 3) -> str:
+    """A number rounded to `digits` significant digits for people (`0.667`, `12.3`, `1.2e+03`); text otherwise."""
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def signed(value: Any, digits: int = 3) -> str:
+    """A delta with its sign (`+0.167`, `−1`, `0`); "—" when there is none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return "—"
+    if value == 0:
+        return "0"
+    text = significant(abs(value), digits)
+    return ("+" if value > 0 else "−") + text
 
 
 @dataclass(frozen=True)
@@ -100,6 +155,28 @@ class PromotableKind(ABC):
     @abstractmethod
     def rollback_target(self, parent_key: str) -> str | None:
         """The id of the version that was active before the current one, or None."""
+
+    def labels(self, candidate_ids: Iterable[str]) -> dict[str, str]:
+        """The label of each id that exists (`v3`, `#2 · 3fa9c1d`); kinds answer in one query. This fallback asks
+        describe() per id."""
+        found = {}
+        for candidate_id in dict.fromkeys(i for i in candidate_ids if i):
+            try:
+                found[candidate_id] = self.describe(candidate_id).label or candidate_id
+            except UnknownCandidate:
+                continue
+        return found
+
+    def label_of(self, candidate_id: str | None, *, none: str = "no active version") -> str:
+        """One id's label: `none` for no id, the id itself (as `id 42`) when the kind does not know it."""
+        if not candidate_id:
+            return none
+        return self.labels([candidate_id]).get(candidate_id) or f"id {candidate_id}"
+
+    def proposable(self, parent_key: str | None = None) -> list[Choice]:
+        """The candidates that can be proposed now (not active), newest first, of one parent or of all: what the
+        Propose form offers. A bounded number of queries whatever the number of candidates."""
+        return []
 
     def history_url(self, parent_key: str) -> str:
         """Where the parent lives in its own app (optional)."""
@@ -204,5 +281,18 @@ def move_active_version(
         verb=verb,
         target=parent,
         before={"active_version": previous, "revision": parent.revision},
-        after={"active_version": version.pk, "number": version.number, "revision": revision},
+        after={
+            "active_version": version.pk,
+            "number": version.number,
+            "label": f"v{version.number}",
+            "revision": revision,
+        },
     )
+
+
+def number_labels(queryset: QuerySet, candidate_ids: Iterable[str]) -> dict[str, str]:
+    """`v<number>` of each version id found in `queryset` (rows with a `number`), in one query (none for no ids)."""
+    pks = sorted({pk for pk in (int_or_none(i) for i in candidate_ids if i) if pk is not None})
+    if not pks:
+        return {}
+    return {str(pk): f"v{number}" for pk, number in queryset.filter(pk__in=pks).values_list("pk", "number")}

@@ -14,12 +14,14 @@ from accounts.services import Actor
 from config.parsing import int_or_none
 
 from .registry import (
+    Choice,
     Description,
     DiffView,
     GateEvidence,
     PromotableKind,
     find_candidate,
     move_active_version,
+    number_labels,
     previous_active,
     register_kind,
 )
@@ -59,7 +61,27 @@ class RubricVersionKind(PromotableKind):
             url=reverse("reviews:rubric", args=[rubric.pk]),
             parent_key=str(rubric.pk),
             parent_label=f"rubric {rubric}",
+            label=f"v{version.number}",
         )
+
+    def labels(self, candidate_ids) -> dict[str, str]:
+        return number_labels(RubricVersion.objects, candidate_ids)
+
+    def proposable(self, parent_key: str | None = None) -> list[Choice]:
+        versions = RubricVersion.objects.filter(status=RubricVersionStatus.CANDIDATE).select_related("rubric")
+        if parent_key is not None:
+            versions = versions.filter(rubric_id=int_or_none(parent_key))
+        return [
+            Choice(
+                id=str(version.pk),
+                label=f"v{version.number}",
+                parent_key=str(version.rubric_id),
+                parent_label=f"rubric {version.rubric}",
+                gate_passing=None,
+                gate_note="no measured gate: an admin override is needed",
+            )
+            for version in versions.order_by("rubric_id", "-number")[:200]
+        ]
 
     def current_active(self, parent_key: str) -> str | None:
         pk = int_or_none(parent_key)
@@ -80,7 +102,7 @@ class RubricVersionKind(PromotableKind):
         return DiffView(
             template="reviews/rubrics/diff.html",
             context={
-                "before_label": f"active v{active.number}" if active else "no active version",
+                "before_label": f"active v{active.number}" if active else "no active version",  # labels: vN
                 "after_label": f"candidate v{candidate.number}",
                 "rows": dimension_rows(active, candidate),
             },

@@ -29,11 +29,47 @@ class JudgmentIn(InputSchema):
     comment: Text = ""
 
 
+class MetricOut(Schema):
+    """One measured metric of the gate: the candidate's value, the bound it had to meet (as text), the active
+    version's value (or the retained graph's, for a graph) and the difference."""
+
+    metric: str
+    mode: str | None = None
+    value: float | None = None
+    threshold: float | None = None
+    bound: str = ""
+    active: float | None = None
+    delta: float | None = None
+    passed: bool
+    reason: str = ""
+
+
+class CaseOut(Schema):
+    """One held-out case of the replay behind the gate; run ids are trajectory run ids."""
+
+    case_run_id: int
+    answered: bool
+    passed: bool
+    result_run_id: int | None = None
+    active_passed: bool | None = None
+    active_result_run_id: int | None = None
+    regression: bool = False
+
+
 class GateOut(Schema):
     passing: bool | None
     summary: str
     details: dict[str, Any]
     url: str
+    metrics: list[MetricOut] = []
+    cases: list[CaseOut] = []
+    cases_total: int = 0
+
+
+class OutcomeOut(Schema):
+    status: str
+    text: str
+    at: datetime | None
 
 
 class OverrideOut(Schema):
@@ -53,10 +89,12 @@ class PromotionOut(Schema):
     id: int
     kind: str
     candidate_id: str
+    candidate_label: str  # "v3" for a version, "#2 · 3fa9c1d" for a graph revision
     parent_key: str
     title: str
     parent_label: str
     replaces_id: str | None
+    replaces_label: str | None
     is_rollback: bool
     status: str
     proposer: str
@@ -64,8 +102,10 @@ class PromotionOut(Schema):
     gate: GateOut
     override: OverrideOut | None
     required_approvals: int
-    approvals: int
-    rejections: int
+    approvals: int | None  # null while the caller is a reviewer who has not judged this open request
+    rejections: int | None
+    counts_visible: bool
+    outcome: OutcomeOut | None  # what became of the request (null while open and not overridden)
     judgments: list[JudgmentOut] | None  # null while the caller may see counts only
     my_verdict: str | None
     created_at: datetime
@@ -77,14 +117,17 @@ class QueueItemOut(Schema):
     id: int
     kind: str
     candidate_id: str
+    candidate_label: str
     title: str
     parent_label: str
+    replaces_id: str | None
+    replaces_label: str | None
     status: str
     is_rollback: bool
     gate_passing: bool | None
     overridden: bool
-    approvals: int
-    rejections: int
+    approvals: int | None  # null for an item waiting for the caller's judgment
+    rejections: int | None
     required_approvals: int
     pending_for_me: bool
     lease_holder: str | None

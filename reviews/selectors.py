@@ -2,13 +2,20 @@
 
 Access (DESIGN.md §7.6): anonymous and inactive users get 404 for everything here; any active user may read; writes
 need roles (403 otherwise, checked by the services). Independence: judgments of others on a pending request are
-shown only to a reviewer who has submitted their own; the proposer and everyone else see counts; once the request
-is closed, everyone sees every judgment.
+shown only to a reviewer who has submitted their own; once the request is closed, everyone sees every judgment.
+Counts (approvals, rejections) are hidden like names and comments from a reviewer who may still judge the request
+(not its proposer, not judged yet); the proposer and people who cannot judge see counts only.
+
+Labels: rows read here carry `candidate_label` and `replaces_label` (the kinds' labels, `v3` or `#2 · 3fa9c1d`),
+one query per kind present, never one per row.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import BooleanField, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value
 from django.http import Http404
@@ -26,7 +33,33 @@ from .models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from .registry import UnknownKind, get_kind
 from .services import gate_satisfied
+
+
+def label_rows(rows: Iterable[PromotionRequest], *extra: tuple[str, str | None]) -> dict[tuple[str, str], str]:
+    """Set `candidate_label` and `replaces_label` on each row (one `labels` call per kind present), and answer the
+    labels of the `extra` (kind, id) pairs too, keyed by (kind, id). An id the kind no longer knows shows as
+    `id <id>`; no id as "" (the templates say what that means)."""
+    rows = list(rows)
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        wanted[row.kind].update(i for i in (row.candidate_id, row.replaces_id) if i)
+    for kind, candidate_id in extra:
+        if candidate_id:
+            wanted[kind].add(candidate_id)
+    found: dict[tuple[str, str], str] = {}
+    for kind, ids in wanted.items():
+        try:
+            labels = get_kind(kind).labels(sorted(ids))
+        except UnknownKind:
+            labels = {}
+        for candidate_id in ids:
+            found[(kind, candidate_id)] = labels.get(candidate_id) or f"id {candidate_id}"
+    for row in rows:
+        row.candidate_label = found.get((row.kind, row.candidate_id), "")
+        row.replaces_label = found.get((row.kind, row.replaces_id), "") if row.replaces_id else ""
+    return found
 
 
 def require_member(user) -> User:
@@ -50,16 +83,27 @@ def promotion_for_user(user, pk: int) -> PromotionRequest:
     )
     if request is None:
         raise Http404(f"no promotion request {pk}")
+    label_rows([request])
     return request
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What became of a request, in one sentence, and when (None while nothing has happened yet)."""
+
+    status: str
+    text: str
+    at: datetime | None
+
+
+@dataclass(frozen=True)
 class PromotionView:
-    """One request as `user` may see it. `judgments` is None when only counts may be shown."""
+    """One request as `user` may see it. `judgments` is None when only counts may be shown; `approvals` and
+    `rejections` are None when not even counts may be shown (counts_visible False)."""
 
     request: PromotionRequest
-    approvals: int
-    rejections: int
+    approvals: int | None
+    rejections: int | None
     judgments: list[Judgment] | None
     my_judgment: Judgment | None
     is_proposer: bool
@@ -67,10 +111,84 @@ class PromotionView:
     can_override: bool
     can_withdraw: bool
     gate_satisfied: bool
+    counts_visible: bool = True
+    outcome: Outcome | None = None
 
 
 def judgments_visible(user: User, request: PromotionRequest, my_judgment: Judgment | None) -> bool:
     return not request.is_pending or my_judgment is not None
+
+
+def counts_visible(user: User, request: PromotionRequest, *, judged: bool) -> bool:
+    """Counts are hidden from a reviewer who may still judge this pending request (not its proposer, not judged
+    yet): knowing "1/2 approvals" before judging is the bias independence is for."""
+    may_still_judge = (
+        request.is_pending and getattr(user, "is_reviewer", False) and request.proposer_id != user.pk and not judged
+    )
+    return not may_still_judge
+
+
+def _names(judgments: list[Judgment], verdict: str) -> str:
+    names = [j.reviewer.username for j in judgments if j.verdict == verdict]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "")
+
+
+def outcome_of(request: PromotionRequest, judgments: list[Judgment], *, names_visible: bool) -> Outcome | None:
+    """The request's outcome as a sentence: approved (and applied, or waiting for the gate), rejected, superseded,
+    withdrawn or overridden, with when. Reviewers' names only when `names_visible` (closed requests, or after the
+    viewer's own judgment)."""
+    status = request.status
+    candidate = getattr(request, "candidate_label", "") or request.candidate_id
+    replaces = getattr(request, "replaces_label", "") or "no active version"
+    approvals = [j for j in judgments if j.verdict == Verdict.APPROVE]
+    override = f"; the gate was overridden by {request.override_by.username}" if request.override_by_id else ""
+    if status == PromotionStatus.APPLIED:
+        if request.is_rollback and request.required_approvals == 0:
+            who = request.applied_by.username if request.applied_by_id else "an admin"
+            return Outcome(
+                status,
+                f"Rolled back by {who} in an emergency, without approvals: {candidate} became the active version "
+                f"again, replacing {replaces}.",
+                request.applied_at,
+            )
+        by = f" by {_names(judgments, Verdict.APPROVE)}" if names_visible and approvals else ""
+        return Outcome(
+            status,
+            f"Approved{by} and applied: {candidate} became the active version, replacing {replaces}{override}.",
+            request.applied_at,
+        )
+    if status == PromotionStatus.APPROVED:
+        by = f" by {_names(judgments, Verdict.APPROVE)}" if names_visible and approvals else ""
+        when = max((j.created_at for j in approvals), default=None)
+        return Outcome(
+            status,
+            f"Approved{by}; not applied yet: it waits for a passing gate or an admin's override with a reason.",
+            when,
+        )
+    if status == PromotionStatus.REJECTED:
+        rejection = next((j for j in judgments if j.verdict == Verdict.REJECT), None)
+        if names_visible and rejection is not None:
+            return Outcome(
+                status,
+                f"Rejected by {rejection.reviewer.username}: {rejection.comment}",
+                request.closed_at,
+            )
+        return Outcome(status, "Rejected.", request.closed_at)
+    if status == PromotionStatus.SUPERSEDED:
+        return Outcome(
+            status,
+            f"Superseded: {replaces}, the version it would have replaced, is no longer the active version.",
+            request.closed_at,
+        )
+    if status == PromotionStatus.WITHDRAWN:
+        return Outcome(status, "Withdrawn by its proposer or an admin; it was never applied.", request.closed_at)
+    if request.override_by_id:
+        return Outcome(
+            "overridden",
+            f"Gate overridden by {request.override_by.username}: {request.override_reason}",
+            request.overridden_at,
+        )
+    return None
 
 
 def promotion_view(user, request: PromotionRequest) -> PromotionView:
@@ -79,11 +197,15 @@ def promotion_view(user, request: PromotionRequest) -> PromotionView:
     mine = next((j for j in judgments if j.reviewer_id == user.pk), None)
     is_proposer = request.proposer_id == user.pk
     pending = request.is_pending
+    visible = judgments_visible(user, request, mine)
+    show_counts = counts_visible(user, request, judged=mine is not None)
     return PromotionView(
         request=request,
-        approvals=sum(1 for j in judgments if j.verdict == Verdict.APPROVE),
-        rejections=sum(1 for j in judgments if j.verdict == Verdict.REJECT),
-        judgments=judgments if judgments_visible(user, request, mine) else None,
+        approvals=sum(1 for j in judgments if j.verdict == Verdict.APPROVE) if show_counts else None,
+        rejections=sum(1 for j in judgments if j.verdict == Verdict.REJECT) if show_counts else None,
+        counts_visible=show_counts,
+        outcome=outcome_of(request, judgments, names_visible=visible),
+        judgments=judgments if visible else None,
         my_judgment=mine,
         is_proposer=is_proposer,
         can_judge=pending and user.is_reviewer and not is_proposer and mine is None,
@@ -118,6 +240,8 @@ def queue_for(user, *, kind: str = "") -> list[PromotionRequest]:
     }
     for row in rows:
         row.active_lease = leases.get(row.pk)
+        row.counts_visible = counts_visible(user, row, judged=row.judged_by_me)
+    label_rows(rows)
     return rows
 
 
@@ -135,6 +259,10 @@ def history_for(user, *, kind: str, parent_key: str) -> list[PromotionRequest]:
         judgments = list(row.judgments.all())
         mine = next((j for j in judgments if j.reviewer_id == user.pk), None)
         row.visible_judgments = judgments if judgments_visible(user, row, mine) else None
+        row.counts_visible = counts_visible(user, row, judged=mine is not None)
+    label_rows(rows)
+    for row in rows:
+        row.outcome = outcome_of(row, list(row.judgments.all()), names_visible=row.visible_judgments is not None)
     return rows
 
 
@@ -143,6 +271,13 @@ def pending_requests_for(*, kind: str, parent_key: str) -> dict[str, PromotionRe
     apps' pages, which link a candidate to its open request instead of offering to propose it again."""
     rows = PromotionRequest.objects.filter(kind=kind, parent_key=parent_key, status__in=PENDING_STATUSES)
     return {row.candidate_id: row for row in rows.order_by("id")}
+
+
+def pending_candidates() -> dict[tuple[str, str], int]:
+    """(kind, candidate id) → the id of its pending request, for every pending request (one query): the Propose
+    form shows these candidates as already proposed."""
+    rows = PromotionRequest.objects.filter(status__in=PENDING_STATUSES).values_list("kind", "candidate_id", "pk")
+    return {(kind, candidate_id): pk for kind, candidate_id, pk in rows}
 
 
 def pending_count() -> int:
@@ -155,7 +290,9 @@ def recent_closed(user, *, kind: str = "", limit: int = 20) -> list[PromotionReq
     queryset = PromotionRequest.objects.exclude(status__in=PENDING_STATUSES).select_related("proposer")
     if kind:
         queryset = queryset.filter(kind=kind)
-    return list(queryset.order_by("-closed_at", "-id")[:limit])
+    rows = list(queryset.order_by("-closed_at", "-id")[:limit])
+    label_rows(rows)
+    return rows
 
 
 def is_superseded(request: PromotionRequest) -> bool:

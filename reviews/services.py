@@ -51,6 +51,7 @@ WEBHOOK_BASE_DELAY = timedelta(seconds=30)
 WEBHOOK_MAX_DELAY = timedelta(hours=1)
 WEBHOOK_TIMEOUT_SECONDS = 5  # for the connection and for each read: a slow endpoint is a failed attempt
 WEBHOOK_CLAIM = timedelta(minutes=2)  # a claimed attempt not recorded by then may be tried again
+LOST_ATTEMPT = "no result: the worker stopped during this attempt"
 
 
 def _after_expected_read(request: PromotionRequest) -> None:
@@ -121,10 +122,19 @@ def _supersede(*, actor: Actor, request_id: int, active_id: str | None) -> None:
             _mark_superseded(actor=actor, locked=locked, active_id=active_id)
 
 
+def _label(kind: str, candidate_id: str | None, *, none: str = "no active version") -> str:
+    """The kind's label of a candidate (`v3`, `#2 · 3fa9c1d`) for messages and audit payloads."""
+    try:
+        return get_kind(kind).label_of(candidate_id, none=none)
+    except UnknownKind:
+        return candidate_id or none
+
+
 def _stale_conflict(request: PromotionRequest, active_id: str | None) -> Conflict:
     return Conflict(
-        f"request #{request.pk} is stale: it replaces {request.replaces_id or 'nothing'} but the active version is "
-        f"{active_id or 'none'}; propose again against the new active version",
+        f"request #{request.pk} is stale: it replaces {_label(request.kind, request.replaces_id, none='nothing')} "
+        f"but the active version is {_label(request.kind, active_id, none='none')}; propose again against the new "
+        "active version",
         code="stale",
         details={"request": request.pk, "replaces": request.replaces_id, "active": active_id},
     )
@@ -198,7 +208,9 @@ def promotion_propose(
                 after={
                     "kind": kind,
                     "candidate": candidate_id,
+                    "candidate_label": description.label or candidate_id,
                     "replaces": active,
+                    "replaces_label": _label(kind, active, none="") or None,
                     "is_rollback": is_rollback,
                     "gate_passing": gate.passing,
                 },
@@ -336,8 +348,12 @@ def _apply(*, actor: Actor, request: PromotionRequest) -> None:
         actor=actor,
         verb="promotion.apply",
         target=request,
-        before={"active": expected},
-        after={"active": request.candidate_id, "is_rollback": request.is_rollback},
+        before={"active": expected, "label": _label(request.kind, expected, none="") or None},
+        after={
+            "active": request.candidate_id,
+            "label": _label(request.kind, request.candidate_id),
+            "is_rollback": request.is_rollback,
+        },
     )
     _announce(actor=actor, request=request)
 
@@ -396,13 +412,14 @@ def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str)
                 actor=actor,
                 verb="promotion.rollback_emergency",
                 target=request,
-                before={"active": active},
-                after={"active": target, "reason": reason},
+                before={"active": active, "label": _label(kind, active, none="") or None},
+                after={"active": target, "label": description.label or target, "reason": reason},
             )
             _announce(actor=actor, request=request)
     except StaleActivation as stale:
         raise Conflict(
-            f"{parent_key} changed meanwhile (active is now {stale.actual_active_id or 'none'}); reload and retry",
+            f"{parent_key} changed meanwhile (active is now {_label(kind, stale.actual_active_id, none='none')}); "
+            "reload and retry",
             code="stale",
             details={"active": stale.actual_active_id},
         ) from None
@@ -634,6 +651,9 @@ def webhook_endpoint_set_active(*, actor: Actor, endpoint: WebhookEndpoint, acti
 
 
 def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
+    """Take the next attempt of a due delivery (its claim window: WEBHOOK_CLAIM). A claim that finds more claims
+    than attempt rows first logs the attempts whose worker stopped before recording them (LOST_ATTEMPT); a delivery
+    that has used WEBHOOK_MAX_ATTEMPTS claims ends `failed` with the reason instead (None: nothing to send)."""
     with transaction.atomic(durable=True):
         delivery = (
             WebhookDelivery.objects.select_for_update(skip_locked=True)
@@ -643,9 +663,25 @@ def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
         )
         if delivery is None:
             return None
+        logged = set(WebhookAttempt.objects.filter(delivery=delivery).values_list("number", flat=True))
+        lost = [number for number in range(1, delivery.attempts + 1) if number not in logged]
+        if lost:
+            claimed_at = min(delivery.next_attempt_at - WEBHOOK_CLAIM, now)  # when the lost attempt's claim began
+            WebhookAttempt.objects.bulk_create(
+                [
+                    WebhookAttempt(delivery=delivery, number=number, attempted_at=claimed_at, error=LOST_ATTEMPT)
+                    for number in lost
+                ]
+            )
+            delivery.last_status_code, delivery.last_error = None, LOST_ATTEMPT
+        if delivery.attempts >= WEBHOOK_MAX_ATTEMPTS:
+            delivery.status = DeliveryStatus.FAILED
+            delivery.last_error = f"gave up after {delivery.attempts} attempts: {delivery.last_error or LOST_ATTEMPT}"
+            delivery.save(update_fields=["status", "last_status_code", "last_error"])
+            return None
         delivery.attempts += 1
         delivery.next_attempt_at = now + WEBHOOK_CLAIM
-        delivery.save(update_fields=["attempts", "next_attempt_at"])
+        delivery.save(update_fields=["attempts", "next_attempt_at", "last_status_code", "last_error"])
     return delivery
 
 
@@ -703,6 +739,10 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
     """Send one due delivery (outside any transaction), log the attempt, schedule a retry with backoff on failure.
     None when the delivery is not due (sent, failed, claimed or waiting for its next attempt).
 
+    At least once: a worker that dies after the receiver got the request but before the attempt is recorded leaves
+    the claim to run out (WEBHOOK_CLAIM); the next claim logs the attempt as lost and sends again with the same
+    `webhook-id` (receivers drop duplicates by it). Claims are bounded by WEBHOOK_MAX_ATTEMPTS (see _claim).
+
     Delivery bookkeeping (attempt rows, statuses) writes no audit event: the attempt log is its record."""
     now = now or timezone.now()
     delivery = _claim(delivery_id, now)
@@ -722,29 +762,31 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
     ok = status_code is not None and 200 <= status_code < 300
     finished = timezone.now()
     retry_in: timedelta | None = None
+    number = delivery.attempts
     with transaction.atomic(durable=True):
-        WebhookAttempt.objects.create(
-            delivery=delivery,
-            number=delivery.attempts,
-            attempted_at=now,
-            status_code=status_code,
-            error=error,
-            duration_ms=duration_ms,
+        current = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
+        # A later claim may have logged this attempt as lost (we outlived the claim window): give it its result.
+        WebhookAttempt.objects.update_or_create(
+            delivery=current,
+            number=number,
+            defaults={"attempted_at": now, "status_code": status_code, "error": error, "duration_ms": duration_ms},
         )
-        delivery.last_status_code = status_code
-        delivery.last_error = error
         if ok:
-            delivery.status = DeliveryStatus.SENT
-            delivery.sent_at = finished
-        elif delivery.attempts >= WEBHOOK_MAX_ATTEMPTS:
-            delivery.status = DeliveryStatus.FAILED
+            if current.status != DeliveryStatus.SENT:
+                current.status, current.sent_at = DeliveryStatus.SENT, finished
+        elif current.status != DeliveryStatus.PENDING or current.attempts != number:
+            return current  # another attempt was claimed since, or the delivery ended: it decides what comes next
+        elif number >= WEBHOOK_MAX_ATTEMPTS:
+            current.status = DeliveryStatus.FAILED
         else:
-            retry_in = webhook_backoff(delivery.attempts)
-            delivery.next_attempt_at = now + retry_in
-        delivery.save(update_fields=["last_status_code", "last_error", "status", "sent_at", "next_attempt_at"])
+            retry_in = webhook_backoff(number)
+            current.next_attempt_at = now + retry_in
+        current.last_status_code = status_code
+        current.last_error = error
+        current.save(update_fields=["last_status_code", "last_error", "status", "sent_at", "next_attempt_at"])
         if retry_in is not None:
-            transaction.on_commit(partial(_enqueue_deliveries, [delivery.pk], retry_in.total_seconds()))
-    return delivery
+            transaction.on_commit(partial(_enqueue_deliveries, [current.pk], retry_in.total_seconds()))
+    return current
 
 
 def webhook_deliveries_due(now: datetime | None = None, limit: int = 100) -> list[int]:

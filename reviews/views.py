@@ -23,8 +23,9 @@ from accounts.services import Actor
 from config.parsing import int_or_none
 
 from . import registry, selectors, services
-from .errors import NotAllowed, ReviewError
+from .errors import Invalid, NotAllowed, ReviewError
 from .models import PromotionRequest, PromotionStatus, WebhookEvent
+from .registry import signed, significant
 
 
 def _next_url(request: HttpRequest, fallback: str) -> str:
@@ -86,17 +87,45 @@ def _describe(item: PromotionRequest) -> registry.Description | None:
         return None
 
 
+def _kind_label(key: str) -> str:
+    try:
+        return registry.get_kind(key).label
+    except registry.UnknownKind:
+        return key
+
+
 def _history_url(item: PromotionRequest) -> str:
     return reverse("reviews:history", kwargs={"kind": item.kind, "parent_key": item.parent_key})
+
+
+def _metric_rows(gate: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gate snapshot's metrics as the page shows them: 3 significant digits, the bound, the active version's
+    value and the delta (older snapshots without metrics show their details instead)."""
+    rows = []
+    for metric in gate.get("metrics") or []:
+        rows.append(
+            {
+                **metric,
+                "value_text": significant(metric.get("value")),
+                "active_text": significant(metric.get("active")),
+                "delta_text": signed(metric.get("delta")),
+            }
+        )
+    return rows
 
 
 def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str, Any] | None = None, status=200):
     item = selectors.promotion_for_user(request.user, pk)
     view = selectors.promotion_view(request.user, item)
     diff_html, needs_mermaid = _diff(request, item)
+    gate = item.gate_snapshot or {}
     context = {
         "item": item,
         "view": view,
+        "kind_label": _kind_label(item.kind),
+        "metrics": _metric_rows(gate),
+        "cases": gate.get("cases") or [],
+        "cases_total": gate.get("cases_total") or len(gate.get("cases") or []),
         "description": _describe(item),
         "diff_html": diff_html,
         "needs_mermaid": needs_mermaid,
@@ -125,10 +154,12 @@ def judge_view(request: HttpRequest, pk: int) -> HttpResponse:
     except ReviewError as exc:
         _refuse(exc)
         return _item_page(request, pk, error=exc.message, form={"comment": comment}, status=exc.status)
+    item = selectors.promotion_for_user(request.user, pk)  # with its labels
     if item.status == PromotionStatus.APPLIED:
-        messages.success(request, f"Approved: {item.title} is now active.")
+        replaced = item.replaces_label or "no active version"
+        messages.success(request, f"Approved: {item.title} is now active, replacing {replaced}.")
     elif verdict == "reject":
-        messages.success(request, f"Rejected {item.title}.")
+        messages.success(request, f"Rejected {item.title}: a rejection closes the request.")
     else:
         messages.success(request, f"Approved {item.title}.")
     return redirect(_next_url(request, reverse("reviews:item", args=[pk])))
@@ -162,29 +193,74 @@ def withdraw_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # --- propose ---------------------------------------------------------------------------------------------------------
+def _candidate_groups(selected: tuple[str, str]) -> list[dict[str, Any]]:
+    """What can be proposed, per kind: each choice with its form value (`kind:id`), label, parent, gate state and
+    the open request it already has (such a choice is shown but cannot be picked)."""
+    pending = selectors.pending_candidates()
+    groups = []
+    for kind in registry.kinds():
+        choices = []
+        for choice in kind.proposable():
+            choices.append(
+                {
+                    "value": f"{kind.key}:{choice.id}",
+                    "choice": choice,
+                    "selected": (kind.key, choice.id) == selected,
+                    "open_request": pending.get((kind.key, choice.id)),
+                }
+            )
+        groups.append({"kind": kind, "choices": choices})
+    return groups
+
+
+def _picked(source) -> tuple[str, str]:
+    """(kind, candidate id) from the form: the picked `candidate` (`kind:id`, the select's value), else the hidden
+    `kind` and `candidate_id` fields of the propose-again and rollback forms (and links from the owning apps)."""
+    picked = source.get("candidate", "")
+    if picked and ":" in picked:
+        kind, _, candidate_id = picked.partition(":")
+        return kind[:64], candidate_id[:64]
+    return source.get("kind", "")[:64], source.get("candidate_id", "")[:64]
+
+
 @login_required
 def propose_view(request: HttpRequest) -> HttpResponse:
-    """GET: the proposal form (kind and candidate_id may come in the query); POST: propose."""
+    """GET: the proposal form, a list of what can be proposed (kind and candidate_id may come in the query to
+    preselect one); POST: propose the picked candidate."""
     source = request.POST if request.method == "POST" else request.GET
+    kind, candidate_id = _picked(source)
     form = {
-        "kind": source.get("kind", "")[:64],
-        "candidate_id": source.get("candidate_id", "")[:64],
+        "kind": kind,
+        "candidate_id": candidate_id,
         "rationale": source.get("rationale", ""),
         "is_rollback": source.get("is_rollback") in ("1", "on", "true"),
     }
     error, status = "", 200
     if request.method == "POST":
         try:
+            if not kind or not candidate_id:
+                raise Invalid("choose a candidate from the list", code="candidate_required")
             item = services.promotion_propose(actor=Actor.of_request(request), **form)
         except ReviewError as exc:
             _refuse(exc)
             error, status = exc.message, exc.status
         else:
-            messages.success(request, f"Proposed {item.title}; it waits for {item.required_approvals} approvals.")
+            item = selectors.promotion_for_user(request.user, item.pk)
+            replaced = item.replaces_label or "no active version"
+            messages.success(
+                request,
+                f"Proposed {item.title}, replacing {replaced}; it needs {item.required_approvals} approvals.",
+            )
             return redirect("reviews:item", pk=item.pk)
     elif not (request.user.is_reviewer or request.user.is_operator):
         raise PermissionDenied("proposing a promotion needs the reviewer or operator role")
-    context = {"form": form, "kinds": registry.kinds(), "error": error}
+    groups = _candidate_groups((kind, candidate_id))
+    context = {
+        "form": form,
+        "groups": groups,
+        "has_choices": any(group["choices"] for group in groups),
+        "error": error,
+    }
     return render(request, "reviews/propose.html", context, status=status)
 
 
@@ -196,6 +272,9 @@ def history_view(request: HttpRequest, kind: str, parent_key: str) -> HttpRespon
         promotable = registry.get_kind(kind)
     except registry.UnknownKind:
         promotable = None
+    active_id = promotable.current_active(parent_key) if promotable else None
+    rollback_target = promotable.rollback_target(parent_key) if promotable else None
+    labels = promotable.labels([i for i in (active_id, rollback_target) if i]) if promotable else {}
     context = {
         "rows": rows,
         "kind": kind,
@@ -203,8 +282,10 @@ def history_view(request: HttpRequest, kind: str, parent_key: str) -> HttpRespon
         "parent_key": parent_key,
         "parent_label": rows[0].parent_label if rows else parent_key,
         "parent_url": promotable.history_url(parent_key) if promotable else "",
-        "active_id": promotable.current_active(parent_key) if promotable else None,
-        "rollback_target": promotable.rollback_target(parent_key) if promotable else None,
+        "active_id": active_id,
+        "active_label": labels.get(active_id or "", f"id {active_id}"),
+        "rollback_target": rollback_target,
+        "rollback_label": labels.get(rollback_target or "", f"id {rollback_target}"),
         "can_propose": request.user.is_reviewer or request.user.is_operator,
     }
     return render(request, "reviews/history.html", context)
@@ -223,7 +304,10 @@ def rollback_view(request: HttpRequest) -> HttpResponse:
         _refuse(exc)
         messages.error(request, exc.message)
         return redirect("reviews:history", kind=kind or "-", parent_key=parent_key or "-")
-    messages.success(request, f"Rolled back: {item.title} is active again.")
+    item = selectors.promotion_for_user(request.user, item.pk)
+    messages.success(
+        request, f"Rolled back: {item.candidate_label} ({item.title}) is active again, replacing {item.replaces_label}."
+    )
     return redirect("reviews:item", pk=item.pk)
 
 

@@ -112,7 +112,8 @@ def test_others_judgments_are_hidden_until_my_own(fake_kind, api_client, tokens)
         f"{PROMOTIONS}/{promotion['id']}/judgments", {"verdict": "approve", "comment": "ok"}, token=tokens["rita"]
     )
     seen_by_rob = api_client.get(f"{PROMOTIONS}/{promotion['id']}", token=tokens["rob"]).json()
-    assert seen_by_rob["judgments"] is None and seen_by_rob["approvals"] == 1
+    # rob may still judge: not even the counts are shown to him (issue 11)
+    assert seen_by_rob["judgments"] is None and seen_by_rob["approvals"] is None and not seen_by_rob["counts_visible"]
     seen_by_proposer = api_client.get(f"{PROMOTIONS}/{promotion['id']}", token=tokens["proposer"]).json()
     assert seen_by_proposer["judgments"] is None and seen_by_proposer["approvals"] == 1
     seen_by_rita = api_client.get(f"{PROMOTIONS}/{promotion['id']}", token=tokens["rita"]).json()

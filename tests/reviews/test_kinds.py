@@ -211,14 +211,14 @@ def test_twenty_competing_procedure_promotions_leave_exactly_one_active_version(
 
 
 @pytest.mark.django_db
-def test_the_item_page_of_a_graph_revision_draws_both_graphs_and_shows_the_diff(proposer, reviewer):
+def test_the_item_page_of_a_graph_revision_draws_the_candidate_with_its_changes_and_shows_the_diff(proposer, reviewer):
     _, _, candidate = graph_workspace()
     request = services.promotion_propose(
         actor=act(proposer), kind="graph_revision", candidate_id=str(candidate.pk), rationale="evolved"
     )
     page = logged_in(reviewer).get(reverse("reviews:item", args=[request.pk])).content.decode()
-    assert page.count('class="mermaid"') == 2 and "mermaid.min.js" in page
-    assert "diff-add" in page and "validation 1.0000 against retained 0.5000" in page
+    assert page.count('class="mermaid"') == 1 and "mermaid.min.js" in page and "classDef added" in page
+    assert "change-added" in page and "validation 1.0000 against retained 0.5000" in page
     assert reverse("graphs:diff", args=["ws"]) in page
 
 

@@ -230,7 +230,7 @@ def test_an_admin_rolls_back_alone_in_an_emergency(fake_kind, admin_user, review
     assert request.status == PromotionStatus.APPLIED and request.is_rollback
     assert fake_kind.current_active("p1") == "v0"
     event = AuditEvent.objects.get(verb="promotion.rollback_emergency")
-    assert event.before == {"active": "v1"} and event.after["active"] == "v0"
+    assert event.before["active"] == "v1" and event.after["active"] == "v0"
 
 
 def test_an_emergency_rollback_without_a_previous_version_is_refused(fake_kind, admin_user):

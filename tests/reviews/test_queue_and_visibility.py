@@ -26,7 +26,7 @@ def test_a_reviewer_sees_others_judgments_only_after_their_own(
     request = propose(fake_kind, proposer, "v1")
     services.judgment_submit(actor=act(reviewer), request=request, verdict="approve", comment="looks right")
     before = selectors.promotion_view(second_reviewer, request)
-    assert before.judgments is None and before.approvals == 1 and before.can_judge
+    assert before.judgments is None and before.approvals is None and before.can_judge  # counts hidden too
     services.judgment_submit(actor=act(second_reviewer), request=request, verdict="reject", comment="loops")
     request.refresh_from_db()
     after = selectors.promotion_view(second_reviewer, request)
