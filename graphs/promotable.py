@@ -25,7 +25,6 @@ from reviews.registry import (
     PromotableKind,
     StaleActivation,
     find_candidate,
-    previous_active,
     register_kind,
 )
 
@@ -231,18 +230,6 @@ class GraphRevisionKind(PromotableKind):
                 "digest": revision.digest,
                 "label": revision.label,
             },
-        )
-
-    def rollback_target(self, parent_key: str) -> str | None:
-        workspace = Workspace.objects.filter(slug=parent_key).first()
-        if workspace is None or workspace.active_revision_id is None:
-            return None
-        return previous_active(
-            verb="workspace.set_active_revision",
-            target_type="graphs.workspace",
-            target_id=str(workspace.pk),
-            field="active_revision",
-            active=workspace.active_revision_id,
         )
 
     def history_url(self, parent_key: str) -> str:

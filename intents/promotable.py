@@ -191,17 +191,6 @@ class TaxonomyVersionKind(PromotableKind):
             },
         )
 
-    def rollback_target(self, parent_key: str) -> str | None:
-        taxonomy = IntentTaxonomy.objects.filter(slug=parent_key).first()
-        if taxonomy is None or taxonomy.active_version_id is None:
-            return None
-        latest = (
-            TaxonomyActivation.objects.filter(taxonomy=taxonomy, version_id=taxonomy.active_version_id)
-            .order_by("-activated_at", "-id")
-            .first()
-        )
-        return str(latest.replaced_id) if latest and latest.replaced_id else None
-
     def history_url(self, parent_key: str) -> str:
         return reverse("intents:taxonomy")
 

@@ -24,7 +24,6 @@ from reviews.registry import (
     find_candidate,
     move_active_version,
     number_labels,
-    previous_active,
     register_kind,
     significant,
 )
@@ -287,18 +286,6 @@ class ProcedureVersionKind(PromotableKind):
             active_status=VersionStatus.ACTIVE,
             retired_status=VersionStatus.RETIRED,
             verb="procedure.activate",
-        )
-
-    def rollback_target(self, parent_key: str) -> str | None:
-        active = self.current_active(parent_key)
-        if active is None:
-            return None
-        return previous_active(
-            verb="procedure.activate",
-            target_type="procedures.procedure",
-            target_id=parent_key,
-            field="active_version",
-            active=active,
         )
 
     def history_url(self, parent_key: str) -> str:

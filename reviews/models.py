@@ -121,6 +121,28 @@ class WebhookEvent(models.TextChoices):
     ROLLED_BACK = "promotion.rolled_back"
 
 
+class Activation(models.Model):
+    """What became active for a parent, from when, replacing what, by which request: written by the activation itself
+    (reviews.services) in its transaction. Rollback targets and activation history read it, never the audit log."""
+
+    kind = models.CharField(max_length=64)
+    parent_key = models.CharField(max_length=120)
+    version_id = models.CharField(max_length=64)
+    replaced_id = models.CharField(max_length=64, blank=True)
+    request = models.ForeignKey(PromotionRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    activated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    activated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-activated_at", "-id"]
+        indexes = [models.Index(fields=["kind", "parent_key", "-activated_at"], name="reviews_activation_parent")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.parent_key}: {self.replaced_id or '—'} → {self.version_id}"
+
+
 class WebhookEndpoint(models.Model):
     url = models.URLField(max_length=500)
     secret = models.CharField(max_length=128)  # needed in clear to sign; shown once to the admin who creates it

@@ -18,7 +18,6 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 
-from accounts.models import AuditEvent
 from config.parsing import int_or_none
 
 DEFAULT_APPROVALS_REQUIRED = 2
@@ -152,10 +151,6 @@ class PromotableKind(ABC):
         of its own): lock the parent row, raise StaleActivation when `expected_active_id` is no longer active, move
         the pointer, write the owning app's audit event (actor is an accounts.services.Actor)."""
 
-    @abstractmethod
-    def rollback_target(self, parent_key: str) -> str | None:
-        """The id of the version that was active before the current one, or None."""
-
     def labels(self, candidate_ids: Iterable[str]) -> dict[str, str]:
         """The label of each id that exists (`v3`, `#2 · 3fa9c1d`); kinds answer in one query. This fallback asks
         describe() per id."""
@@ -227,21 +222,6 @@ def find_candidate[M: Model](queryset: QuerySet[M], candidate_id: str | None, wh
     if found is None:
         raise UnknownCandidate(f"no {what} {candidate_id}")
     return found
-
-
-def previous_active(*, verb: str, target_type: str, target_id: str, field: str, active: Any) -> str | None:
-    """The rollback target of a parent: the value `field` had before the audited move that made `active` current
-    (looked up in the parent's newest 50 `verb` audit events), or None."""
-    moves = (
-        AuditEvent.objects.filter(verb=verb, target_type=target_type, target_id=target_id)
-        .order_by("-id")
-        .values_list("before", "after")[:50]
-    )
-    for before, after in moves:
-        if str((after or {}).get(field)) == str(active):
-            previous = (before or {}).get(field)
-            return str(previous) if previous else None
-    return None
 
 
 def move_active_version(

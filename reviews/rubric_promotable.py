@@ -22,7 +22,6 @@ from .registry import (
     find_candidate,
     move_active_version,
     number_labels,
-    previous_active,
     register_kind,
 )
 from .rubric_models import Rubric, RubricVersion, RubricVersionStatus
@@ -119,18 +118,6 @@ class RubricVersionKind(PromotableKind):
             active_status=RubricVersionStatus.ACTIVE,
             retired_status=RubricVersionStatus.RETIRED,
             verb="rubric.activate",
-        )
-
-    def rollback_target(self, parent_key: str) -> str | None:
-        active = self.current_active(parent_key)
-        if active is None:
-            return None
-        return previous_active(
-            verb="rubric.activate",
-            target_type="reviews.rubric",
-            target_id=parent_key,
-            field="active_version",
-            active=active,
         )
 
     def history_url(self, parent_key: str) -> str:

@@ -28,9 +28,11 @@ from standardwebhooks.webhooks import Webhook
 from accounts.models import User
 from accounts.services import Actor, audit_record
 
+from . import activations
 from .errors import Conflict, Invalid, NotAllowed, NotFound
 from .models import (
     PENDING_STATUSES,
+    Activation,
     DeliveryStatus,
     Judgment,
     PromotionRequest,
@@ -184,7 +186,7 @@ def promotion_propose(
     active = promotable.current_active(description.parent_key)
     if active == candidate_id:
         raise Conflict(f"{description.title} is already the active version", code="already_active")
-    if is_rollback and promotable.rollback_target(description.parent_key) != candidate_id:
+    if is_rollback and activations.rollback_target(kind, description.parent_key, active) != candidate_id:
         raise Invalid(f"{description.title} is not the previously active version", code="not_rollback_target")
     try:
         with transaction.atomic(durable=True):
@@ -332,6 +334,19 @@ def _advance(*, actor: Actor, request: PromotionRequest) -> None:
         )
 
 
+def _record_activation(request: PromotionRequest) -> None:
+    """The activation history row of an applied request, in the activation's transaction."""
+    Activation.objects.create(
+        kind=request.kind,
+        parent_key=request.parent_key,
+        version_id=request.candidate_id,
+        replaced_id=request.replaces_id or "",
+        request=request,
+        activated_by=request.applied_by,
+        activated_at=request.applied_at,
+    )
+
+
 def _apply(*, actor: Actor, request: PromotionRequest) -> None:
     """Inside the caller's transaction: the owning app moves its pointer (or raises StaleActivation), then the
     request is applied, audited and announced through the outbox."""
@@ -343,6 +358,7 @@ def _apply(*, actor: Actor, request: PromotionRequest) -> None:
     request.applied_at = request.closed_at = now
     request.applied_by = actor.user
     request.save(update_fields=["status", "applied_at", "closed_at", "applied_by"])
+    _record_activation(request)
     QueueLease.objects.filter(request=request).delete()
     audit_record(
         actor=actor,
@@ -374,7 +390,7 @@ def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str)
     user = _require_admin(actor, "an emergency rollback")
     reason = _text(reason, what="a reason for the rollback", code="reason_required")
     promotable = _promotable(kind)
-    target = promotable.rollback_target(parent_key)
+    target = activations.rollback_target(kind, parent_key, promotable.current_active(parent_key))
     if target is None:
         raise Conflict(f"{parent_key} has no previously active version to roll back to", code="no_rollback_target")
     try:
@@ -408,6 +424,7 @@ def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str)
             )
             _after_expected_read(request)
             promotable.activate(actor=actor, candidate_id=target, expected_active_id=active)
+            _record_activation(request)
             audit_record(
                 actor=actor,
                 verb="promotion.rollback_emergency",

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from accounts.services import Actor
 from config.parsing import int_or_none
 
-from . import registry, selectors, services
+from . import activations, registry, selectors, services
 from .errors import Invalid, NotAllowed, ReviewError
 from .models import PromotionRequest, PromotionStatus, WebhookEvent
 from .registry import signed, significant
@@ -273,8 +273,13 @@ def history_view(request: HttpRequest, kind: str, parent_key: str) -> HttpRespon
     except registry.UnknownKind:
         promotable = None
     active_id = promotable.current_active(parent_key) if promotable else None
-    rollback_target = promotable.rollback_target(parent_key) if promotable else None
-    labels = promotable.labels([i for i in (active_id, rollback_target) if i]) if promotable else {}
+    rollback_target = activations.rollback_target(kind, parent_key, active_id)
+    activated = list(activations.history(kind, parent_key))
+    shown = {active_id, rollback_target} | {i for row in activated for i in (row.version_id, row.replaced_id)}
+    labels = promotable.labels([i for i in shown if i]) if promotable else {}
+    for row in activated:
+        row.version_label = labels.get(row.version_id, f"id {row.version_id}")
+        row.replaced_label = labels.get(row.replaced_id, f"id {row.replaced_id}") if row.replaced_id else "—"
     context = {
         "rows": rows,
         "kind": kind,
@@ -285,6 +290,7 @@ def history_view(request: HttpRequest, kind: str, parent_key: str) -> HttpRespon
         "active_id": active_id,
         "active_label": labels.get(active_id or "", f"id {active_id}"),
         "rollback_target": rollback_target,
+        "activations": activated,
         "rollback_label": labels.get(rollback_target or "", f"id {rollback_target}"),
         "can_propose": request.user.is_reviewer or request.user.is_operator,
     }

@@ -8,6 +8,7 @@ from accounts.models import AuditEvent
 from intents import taxonomy_selectors
 from intents.models import IntentJudgment, IntentTaxonomy, TaxonomyActivation, TaxonomyRunIntent, TaxonomyVersion
 from intents.taxonomy import taxonomy_draft, taxonomy_propose
+from reviews import activations
 from reviews.errors import Conflict, Invalid, NotAllowed
 from reviews.models import PromotionStatus
 from reviews.registry import get_kind
@@ -215,7 +216,7 @@ def test_rollback_returns_to_the_previous_version(runs, reset, rita, rob, otto):
     judge(book, "valid", rita, rob)
     v2, _ = activate_draft(otto, [rita, rob])
     kind = get_kind("intent_taxonomy")
-    assert kind.rollback_target("default") == str(v1.pk)
+    assert activations.rollback_target("intent_taxonomy", "default", kind.current_active("default")) == str(v1.pk)
     request = promotion_propose(
         actor=act(otto), kind="intent_taxonomy", candidate_id=str(v1.pk), rationale="undo", is_rollback=True
     )

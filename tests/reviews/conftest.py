@@ -93,10 +93,6 @@ class FakeKind(PromotableKind):
             after={"active": candidate_id},
         )
 
-    def rollback_target(self, parent_key: str) -> str | None:
-        latest = self._latest(parent_key)
-        return latest.before["active"] if latest else None
-
 
 @pytest.fixture
 def fake_kind(db):
@@ -127,3 +123,17 @@ def act(user) -> Actor:
 
 def activations(parent: str = "p1") -> int:
     return AuditEvent.objects.filter(verb="fake.activate", target_type=TARGET_TYPE, target_id=parent).count()
+
+
+def v0_then_v1_through_a_review(fake_kind, proposer, *judges) -> None:
+    """p1 starts at v0 (active without a review, like a first version) and v1 replaces it through an applied
+    request: the activation history then names v0 as v1's rollback target."""
+    from reviews import services
+
+    for version in ("v0", "v1"):
+        fake_kind.add(version)
+    fake_kind.seed_active("v0")
+    request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="better")
+    for judge in judges:
+        services.judgment_submit(actor=act(judge), request=request, verdict="approve")
+    assert fake_kind.current_active("p1") == "v1"

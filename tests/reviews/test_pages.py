@@ -163,9 +163,12 @@ def test_take_next_leases_an_item_and_opens_it(fake_kind, proposer, reviewer, vi
 
 
 def test_the_history_page_lists_requests_and_offers_rollbacks(fake_kind, proposer, reviewer, admin_user, viewer):
-    for version in ("v0", "v1"):
-        fake_kind.add(version)
-        fake_kind.seed_active(version)
+    fake_kind.add("v0")
+    fake_kind.seed_active("v0")  # the first version, active without a review: nothing to roll back to yet
+    fake_kind.add("v1")
+    applied = propose(fake_kind, proposer, "v1")
+    for judge in (reviewer, admin_user):
+        services.judgment_submit(actor=act(judge), request=applied, verdict="approve")
     propose(fake_kind, proposer, "v2")
     url = reverse("reviews:history", args=["fake", "p1"])
     page = logged_in(viewer).get(url).content.decode()

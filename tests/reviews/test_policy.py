@@ -7,7 +7,7 @@ from reviews import services
 from reviews.errors import Conflict, Invalid, NotAllowed, NotFound
 from reviews.models import Judgment, PromotionRequest, PromotionStatus
 
-from .conftest import act, activations
+from .conftest import act, activations, v0_then_v1_through_a_review
 
 pytestmark = pytest.mark.django_db
 
@@ -205,10 +205,8 @@ def test_applying_supersedes_the_other_requests_of_the_parent(
     assert again.replaces_id == "v1"
 
 
-def test_a_rollback_proposal_must_name_the_previous_version(fake_kind, proposer):
-    for version in ("v0", "v1"):
-        fake_kind.add(version)
-        fake_kind.seed_active(version)
+def test_a_rollback_proposal_must_name_the_previous_version(fake_kind, proposer, reviewer, second_reviewer):
+    v0_then_v1_through_a_review(fake_kind, proposer, reviewer, second_reviewer)
     fake_kind.add("v2")
     with pytest.raises(Invalid):
         services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v2", rationale="x", is_rollback=True)
@@ -218,10 +216,8 @@ def test_a_rollback_proposal_must_name_the_previous_version(fake_kind, proposer)
     assert request.is_rollback and request.replaces_id == "v1"
 
 
-def test_an_admin_rolls_back_alone_in_an_emergency(fake_kind, admin_user, reviewer):
-    for version in ("v0", "v1"):
-        fake_kind.add(version)
-        fake_kind.seed_active(version)
+def test_an_admin_rolls_back_alone_in_an_emergency(fake_kind, admin_user, reviewer, proposer, second_reviewer):
+    v0_then_v1_through_a_review(fake_kind, proposer, reviewer, second_reviewer)
     with pytest.raises(NotAllowed):
         services.rollback_emergency(actor=act(reviewer), kind="fake", parent_key="p1", reason="broken")
     with pytest.raises(Invalid):

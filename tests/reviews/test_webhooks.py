@@ -17,7 +17,7 @@ from reviews import services
 from reviews.errors import Invalid, NotAllowed
 from reviews.models import DeliveryStatus, PromotionStatus, WebhookAttempt, WebhookDelivery
 
-from .conftest import act
+from .conftest import act, v0_then_v1_through_a_review
 
 
 class Receiver:
@@ -204,9 +204,7 @@ def test_a_committed_activation_is_delivered_after_commit(
     fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver
 ):
     services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
-    for version in ("v0", "v1"):
-        fake_kind.add(version)
-        fake_kind.seed_active(version)
+    v0_then_v1_through_a_review(fake_kind, proposer, reviewer, second_reviewer)
     services.rollback_emergency(actor=act(admin_user), kind="fake", parent_key="p1", reason="v1 loops")
     assert len(receiver.received) == 1
     assert receiver.received[0][0]["X-Waymark-Event"] == "promotion.rolled_back"
