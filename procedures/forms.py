@@ -31,3 +31,28 @@ class RubricFloorForm(forms.Form):
         widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}),
         help_text="0 to 1; blank: no rubric check",
     )
+
+
+class RerunForm(forms.Form):
+    """Re-run a version's replay on another split of the runs it was mined from (operators)."""
+
+    seed = forms.IntegerField(
+        initial=17,
+        min_value=0,
+        max_value=2**31 - 1,
+        error_messages={"invalid": "The seed is a whole number from 0 to 2147483647."},
+    )
+    held_out_share = forms.FloatField(
+        initial=0.3,
+        min_value=0.05,
+        max_value=0.95,
+        label="Held-out share",
+        widget=forms.NumberInput(attrs={"step": "0.05", "min": "0.05", "max": "0.95"}),
+    )
+    live = forms.BooleanField(required=False, label="Also replay live with agents")
+
+    def reason(self) -> str:
+        """The errors as one sentence naming the fields (for a message after the redirect)."""
+        names = {"seed": "seed", "held_out_share": "held-out share", "live": "live"}
+        parts = [f"{names.get(field, field)}: {' '.join(errors)}" for field, errors in self.errors.items()]
+        return "; ".join(parts)

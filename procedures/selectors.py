@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch, Q
 from django.shortcuts import get_object_or_404
 
+from reviews.models import PromotionRequest, PromotionStatus
+
 from .mining import intent_key
 from .models import Procedure, ProcedureVersion, ReplayCase, ReplayRun, VersionStatus
+from .promotable import KIND as PROMOTION_KIND
 
 NEWEST_CANDIDATE_STATES = (VersionStatus.CANDIDATE, VersionStatus.REPLAYING, VersionStatus.READY, VersionStatus.FAILED)
 SOURCE_RUNS_SHOWN = 50
@@ -41,16 +44,40 @@ def versions_with_replays(procedure: Procedure) -> list[ProcedureVersion]:
     return list(procedure.versions.order_by("-number").prefetch_related(replays))
 
 
+def review_outcomes(version_ids: list[int]) -> dict[int, PromotionRequest]:
+    """The newest promotion request of each version (any status), one query."""
+    rows = PromotionRequest.objects.filter(kind=PROMOTION_KIND, candidate_id__in=[str(pk) for pk in version_ids])
+    newest: dict[int, PromotionRequest] = {}
+    for request in rows.only("pk", "candidate_id", "status").order_by("-id"):
+        newest.setdefault(int(request.candidate_id), request)
+    return newest
+
+
+def shown_status(version: ProcedureVersion, request: PromotionRequest | None) -> str:
+    """The status a page shows: a version whose newest promotion request was rejected reads "rejected" (its replay
+    status, ready or failed, says nothing about that); otherwise the version's own status."""
+    if (
+        request is not None
+        and request.status == PromotionStatus.REJECTED
+        and version.status not in (VersionStatus.ACTIVE, VersionStatus.RETIRED, VersionStatus.REPLAYING)
+    ):
+        return "rejected"
+    return version.status
+
+
 @dataclass
 class ProcedureRow:
     procedure: Procedure
     newest_candidate: ProcedureVersion | None = None
     last_replay: ReplayRun | None = None
+    candidate_status: str = ""
+    candidate_request: PromotionRequest | None = None
 
 
 def procedure_rows() -> list[ProcedureRow]:
-    """Each procedure with its active version, its newest non-active version and that version's last replay:
-    three queries whatever the number of procedures (the big run-id lists are left unread)."""
+    """Each procedure with its active version, its newest candidate (a non-active version newer than the active
+    one: an older one is history, not news), that version's last replay and review outcome: four queries whatever
+    the number of procedures (the big run-id lists are left unread)."""
     procedures = list(Procedure.objects.select_related("active_version").defer(*_ACTIVE_LISTS).order_by("intent"))
     rows = {p.pk: ProcedureRow(procedure=p) for p in procedures}
     versions = (
@@ -59,15 +86,23 @@ def procedure_rows() -> list[ProcedureRow]:
         .order_by("procedure_id", "-number")
     )
     for version in versions:
-        if rows[version.procedure_id].newest_candidate is None:
-            rows[version.procedure_id].newest_candidate = version
+        row = rows[version.procedure_id]
+        active = row.procedure.active_version
+        if row.newest_candidate is None and (active is None or version.number > active.number):
+            row.newest_candidate = version
     candidates = [row.newest_candidate for row in rows.values() if row.newest_candidate is not None]
     latest: dict[int, ReplayRun] = {}
-    for replay in ReplayRun.objects.filter(version__in=candidates).defer("held_out_run_ids", "report").order_by("-id"):
-        latest.setdefault(replay.version_id, replay)
+    if candidates:
+        for replay in (
+            ReplayRun.objects.filter(version__in=candidates).defer("held_out_run_ids", "report").order_by("-id")
+        ):
+            latest.setdefault(replay.version_id, replay)
+    outcomes = review_outcomes([version.pk for version in candidates]) if candidates else {}
     for row in rows.values():
         if row.newest_candidate is not None:
             row.last_replay = latest.get(row.newest_candidate.pk)
+            row.candidate_request = outcomes.get(row.newest_candidate.pk)
+            row.candidate_status = shown_status(row.newest_candidate, row.candidate_request)
     return list(rows.values())
 
 
@@ -87,6 +122,8 @@ class VersionPage:
     active_replay: ReplayRun | None
     source_run_ids: list[int]
     source_runs_more: int
+    review: PromotionRequest | None = None  # the version's newest promotion request
+    status: str = ""  # what the page shows (shown_status)
 
 
 CASES_SHOWN = 100
@@ -117,6 +154,7 @@ def version_page(version_id: int) -> VersionPage:
     if active is not None and active.pk != version.pk:
         active_replay = active.replays.filter(status="done").order_by("-id").first()
     sources = list(version.source_run_ids)
+    review = review_outcomes([version.pk]).get(version.pk)
     return VersionPage(
         version=version,
         procedure=procedure,
@@ -124,6 +162,8 @@ def version_page(version_id: int) -> VersionPage:
         active_replay=active_replay,
         source_run_ids=sources[:SOURCE_RUNS_SHOWN],
         source_runs_more=max(0, len(sources) - SOURCE_RUNS_SHOWN),
+        review=review,
+        status=shown_status(version, review),
     )
 
 

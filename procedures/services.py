@@ -14,17 +14,23 @@ operator (`replay_rerun`) or by mining the same content again.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import math
 import os
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import batched, islice
+from operator import lt
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F, Max, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -32,11 +38,14 @@ from django.utils import timezone
 from accounts.services import Actor, audit_record
 from intents.taxonomy_selectors import runs_of_intent
 from procedures import core
+from procedures.core.columns import OfflineReplay, learn_streamed
 from procedures.core.gate import regression_gate
+from procedures.core.learn import INTENT_OR_RUNS_MISSING
 from reviews.rubric_floor import FloorResult, rubric_floor_check
 from trajectories.core import TrajectoryStep
 from trajectories.job_services import answering_agents, jobs_create, jobs_expire
 from trajectories.models import Job, JobStatus, Outcome, Run, Step
+from trajectories.selectors import run_columns, step_columns
 
 from .mining import content_revision, intent_key, split_ids, trajectory_id
 from .models import (
@@ -123,7 +132,8 @@ def _steps_by_run(run_ids: Sequence[int], *, only_ok: bool) -> dict[int, list[Tr
     return steps
 
 
-def _case_runs(run_ids: Sequence[int]) -> dict[int, core.CaseRun]:
+def _recorded_runs(run_ids: Sequence[int]) -> dict[int, core.CaseRun]:
+    """The runs among `run_ids` with all their steps, as core values (a live replay's answers: a few runs)."""
     totals = {}
     for chunk in _chunks(sorted(run_ids)):
         totals.update(
@@ -139,6 +149,68 @@ def _case_runs(run_ids: Sequence[int]) -> dict[int, core.CaseRun]:
         pk: core.CaseRun(outcome=outcome, steps=steps[pk], tokens=tokens, cost=cost)
         for pk, (outcome, tokens, cost) in totals.items()
     }
+
+
+def _arguments(text: Any) -> Any:
+    """A step's arguments read as JSON text (trajectories.selectors.step_columns), as the ORM would give them, with
+    a null or empty value as {}: what `_steps_by_run` puts in a TrajectoryStep."""
+    if isinstance(text, str | bytes):
+        with contextlib.suppress(json.JSONDecodeError):  # the ORM hands undecodable text over as it is
+            text = json.loads(text)
+    return text or {}
+
+
+class _HeldOut:
+    """The held-out runs of an offline replay as columns, in the order of `run_ids` (None for a run that no longer
+    exists), streamed in flat memory when the ids are in ascending order (as mining stores them); other orders are
+    read into memory once, after the repeated-case check of `replay_procedure`."""
+
+    def __init__(self, run_ids: Sequence[int]) -> None:
+        self.run_ids = run_ids
+        self._ascending = all(map(lt, run_ids, islice(run_ids, 1, None)))
+        self._runs: dict[int, tuple] | None = None
+        if not self._ascending:
+            seen: set[int] = set()
+            for pk in self.run_ids:
+                if pk in seen:
+                    raise ValueError(f"replay case {str(pk)!r} is repeated")
+                seen.add(pk)
+            self._runs = {row[0]: row[1:] for row in run_columns(self.run_ids)}
+
+    def __iter__(self) -> Iterator[tuple[int, tuple | None]]:
+        if self._runs is not None:
+            for pk in self.run_ids:
+                yield pk, self._runs.get(pk)
+            return
+        rows = run_columns(self.run_ids)
+        row = next(rows, None)
+        for pk in self.run_ids:
+            while row is not None and row[0] < pk:
+                row = next(rows, None)
+            if row is not None and row[0] == pk:
+                yield pk, row[1:]
+            else:
+                yield pk, None
+
+
+def _case_runs(run_ids: Sequence[int]) -> _HeldOut:
+    """An offline replay's recorded cases (see _HeldOut)."""
+    return _HeldOut(run_ids)
+
+
+def _offline_replay(replay: ReplayRun) -> OfflineReplay:
+    return OfflineReplay(
+        _procedure_steps(replay.version), active=_procedure_steps(replay.compared_with), decode=_arguments
+    )
+
+
+def _judged(offline: OfflineReplay, recorded: _HeldOut) -> Iterator[core.CaseResult]:
+    for pk, run in recorded:
+        if run is None:
+            yield offline.case(str(pk), None)
+        else:
+            outcome, tokens, cost, tools, arguments = run
+            yield offline.case(str(pk), (outcome, tools, arguments, tokens, cost))
 
 
 def _procedure_steps(version: ProcedureVersion | None) -> tuple[core.ProcedureStep, ...] | None:
@@ -177,7 +249,7 @@ def procedure_mine(
     runs = group.runs.filter(outcome__in=[Outcome.SUCCESS, Outcome.FAILURE]).order_by()
     by_outcome: dict[str, list[int]] = {Outcome.SUCCESS: [], Outcome.FAILURE: []}
     newest = 0
-    for pk, outcome in runs.values_list("pk", "outcome"):
+    for pk, outcome in runs.values_list("pk", "outcome").iterator(chunk_size=STEP_BATCH):  # not cached: flat
         by_outcome[outcome].append(pk)
         newest = max(newest, pk)
     successes = by_outcome[Outcome.SUCCESS]
@@ -186,18 +258,8 @@ def procedure_mine(
             f"intent {key!r} has {len(successes)} successful run(s); mining needs at least {MIN_SUCCESSFUL_RUNS}"
             " (one to learn from, one to replay on)"
         )
-    good = split_ids(successes, held_out_share=held_out_share, seed=seed, at_least_one=True)
-    bad = split_ids(by_outcome[Outcome.FAILURE], held_out_share=held_out_share, seed=seed)
-    ok_steps = _steps_by_run(good.training, only_ok=True)
-    skipped = sorted(pk for pk, steps in ok_steps.items() if not steps)
-    mined = {trajectory_id(pk): steps for pk, steps in ok_steps.items() if steps}
-    if not mined:
-        raise MiningError(f"no training run of intent {key!r} has a step with ok true")
-    try:
-        candidate = core.learn_procedure(mined, intent=key)
-    except ValueError as exc:
-        raise MiningError(f"intent {key!r}: {exc}") from exc
-    steps = [step.to_dict() for step in candidate.steps]
+    learnt = _learn(key, successes, by_outcome[Outcome.FAILURE], held_out_share=held_out_share, seed=seed)
+    candidate, steps, skipped = learnt.candidate, learnt.steps, learnt.skipped
     revision = content_revision(intent=key, steps=steps)
     title = group.title
     with transaction.atomic(durable=True):
@@ -218,8 +280,12 @@ def procedure_mine(
                     before={"mined_through_run_id": before_mark},
                     after={"mined_through_run_id": newest, "version": existing.number, "new_version": False},
                 )
-            # The same content again: a replay that errored or gave up (not one whose gate failed) is queued anew.
-            replays = _requeue(existing, procedure, actor=actor, modes=_modes_to_rerun(existing, errored_only=True))
+            # The same content again: a replay that errored or gave up (not one whose gate failed) is queued anew,
+            # and a live replay when asked for and the version has none queued, running or done.
+            modes = _modes_to_rerun(existing, errored_only=True)
+            if live and ReplayMode.LIVE not in modes and not _has_live_replay(existing):
+                modes.append(ReplayMode.LIVE)
+            replays = _requeue(existing, procedure, actor=actor, modes=modes)
             return MineResult(version=existing, created=False, replays=replays)
         number = (ProcedureVersion.objects.filter(procedure=procedure).aggregate(n=Max("number"))["n"] or 0) + 1
         version = ProcedureVersion.objects.create(
@@ -229,9 +295,9 @@ def procedure_mine(
             steps=steps,
             candidate_revision=candidate.revision,
             content_revision=revision,
-            source_run_ids=sorted(ok_steps.keys() - set(skipped)),
-            training_run_ids=sorted(good.training + bad.training),
-            held_out_run_ids=sorted(good.held_out + bad.held_out),
+            source_run_ids=learnt.sources,
+            training_run_ids=learnt.training,
+            held_out_run_ids=learnt.held_out,
             skipped_run_ids=skipped,
             created_by=actor.user,
         )
@@ -261,7 +327,59 @@ def procedure_mine(
     return MineResult(version=version, created=True, replays=tuple(replays))
 
 
-def _queue_replay(version: ProcedureVersion, procedure: Procedure, mode: str) -> ReplayRun:
+@dataclass(frozen=True)
+class Learnt:
+    """What one split of an intent's runs teaches: the candidate, its steps and the split's run ids."""
+
+    candidate: core.ProcedureCandidate
+    steps: list[dict[str, Any]]
+    sources: list[int]
+    training: list[int]
+    held_out: list[int]
+    skipped: list[int]
+
+
+def _learn(key: str, successes: list[int], failures: list[int], *, held_out_share: float, seed: int) -> Learnt:
+    """Split successful and failed runs alike (sorted ids, seeded shuffle, `held_out_share` held out) and learn the
+    procedure from the training successful runs' `ok is True` steps (a run left empty is skipped)."""
+    good = split_ids(successes, held_out_share=held_out_share, seed=seed, at_least_one=True)
+    bad = split_ids(failures, held_out_share=held_out_share, seed=seed)
+
+    def training_runs() -> Iterator[tuple[str, list[str], list[str]]]:
+        for pk, tools, arguments in step_columns(good.training, only_ok=True):
+            yield trajectory_id(pk), tools, arguments
+
+    try:
+        candidate = learn_streamed(training_runs, intent=key, decode=_arguments)
+    except ValueError as exc:
+        if str(exc) == INTENT_OR_RUNS_MISSING:  # the intent key is never blank: no run had an ok step
+            raise MiningError(f"no training run of intent {key!r} has a step with ok true") from exc
+        raise MiningError(f"intent {key!r}: {exc}") from exc
+    sources = [int(source) for source in candidate.source_trajectory_ids]
+    return Learnt(
+        candidate=candidate,
+        steps=[step.to_dict() for step in candidate.steps],
+        sources=sources,
+        training=sorted(good.training + bad.training),
+        held_out=sorted(good.held_out + bad.held_out),
+        skipped=_missing(good.training, sources),
+    )
+
+
+def _missing(ids: Sequence[int], present: Sequence[int]) -> list[int]:
+    """The ids (ascending) not in `present` (ascending, a subset of `ids`)."""
+    missing, position = [], 0
+    for pk in ids:
+        if position < len(present) and present[position] == pk:
+            position += 1
+        else:
+            missing.append(pk)
+    return missing
+
+
+def _queue_replay(
+    version: ProcedureVersion, procedure: Procedure, mode: str, *, held_out: Sequence[int] | None = None
+) -> ReplayRun:
     deadline = None
     if mode == ReplayMode.LIVE:
         deadline = timezone.now() + timedelta(seconds=settings.WAYMARK_LIVE_REPLAY_SECONDS)
@@ -269,7 +387,7 @@ def _queue_replay(version: ProcedureVersion, procedure: Procedure, mode: str) ->
         version=version,
         compared_with=procedure.active_version,
         mode=mode,
-        held_out_run_ids=version.held_out_run_ids,
+        held_out_run_ids=list(version.held_out_run_ids if held_out is None else held_out),
         deadline=deadline,
     )
 
@@ -291,25 +409,47 @@ def _modes_to_rerun(version: ProcedureVersion, *, errored_only: bool) -> list[st
     ]
 
 
+def _has_live_replay(version: ProcedureVersion) -> bool:
+    open_or_done = (ReplayStatus.QUEUED, ReplayStatus.RUNNING, ReplayStatus.DONE)
+    return ReplayRun.objects.filter(version=version, mode=ReplayMode.LIVE, status__in=open_or_done).exists()
+
+
+# A version whose replays are run again (or joined by another mode) goes back to replaying: its status settles
+# again from its newest replay of each mode (_settle_version). Active and retired versions keep their status.
+RESETTLED = (VersionStatus.FAILED, VersionStatus.READY, VersionStatus.CANDIDATE)
+
+
 def _requeue(
-    version: ProcedureVersion, procedure: Procedure, *, actor: Actor, modes: Sequence[str]
+    version: ProcedureVersion,
+    procedure: Procedure,
+    *,
+    actor: Actor,
+    modes: Sequence[str],
+    held_out: Sequence[int] | None = None,
+    verb: str = "replay.rerun",
+    note: dict[str, Any] | None = None,
 ) -> tuple[ReplayRun, ...]:
     """Inside the caller's transaction (procedure locked): queue a new replay per mode, on the version's held-out
-    cases, compared with today's active version; a failed version goes back to replaying. Audited."""
+    cases (or `held_out`: another split's), compared with today's active version; a failed or ready version goes
+    back to replaying. Audited (`verb`, with `note` in the after state)."""
     if not modes:
         return ()
     version = ProcedureVersion.objects.select_for_update().get(pk=version.pk)
     before = version.status
-    if before == VersionStatus.FAILED:
+    if before in RESETTLED:
         version.status = VersionStatus.REPLAYING
         version.save(update_fields=["status"])
-    replays = tuple(_queue_replay(version, procedure, mode) for mode in modes)
+    replays = tuple(_queue_replay(version, procedure, mode, held_out=held_out) for mode in modes)
     audit_record(
         actor=actor,
-        verb="replay.rerun",
+        verb=verb,
         target=version,
         before={"status": before},
-        after={"status": version.status, "replays": [{"id": r.pk, "mode": r.mode} for r in replays]},
+        after={
+            "status": version.status,
+            "replays": [{"id": r.pk, "mode": r.mode, "held_out": len(r.held_out_run_ids)} for r in replays],
+            **(note or {}),
+        },
     )
     for replay in replays:
         _enqueue_replay_on_commit(replay)
@@ -331,6 +471,103 @@ def replay_rerun(*, actor: Actor, version: ProcedureVersion) -> tuple[ReplayRun,
             raise ReplayRefused(f"only a failed version's replay is run again (v{current.number} is {current.status})")
         modes = _modes_to_rerun(current, errored_only=False) or [ReplayMode.OFFLINE]
         return _requeue(current, procedure, actor=actor, modes=modes)
+
+
+def _check_split(held_out_share: object, seed: object) -> tuple[float, int]:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**31 - 1:
+        raise ReplayRefused("the seed is a whole number from 0 to 2147483647")
+    if isinstance(held_out_share, bool) or not isinstance(held_out_share, int | float) or not 0 < held_out_share < 1:
+        raise ReplayRefused("the held-out share is a number between 0 and 1 (exclusive)")
+    return float(held_out_share), seed
+
+
+def procedure_version_resplit(
+    *, actor: Actor, version: ProcedureVersion, seed: int, held_out_share: float, live: bool = False
+) -> MineResult:
+    """Re-run a version's replay on another split (seed, held-out share) of the runs it was mined from.
+
+    The version's runs (its training and held-out runs, nothing newer: mining again is for new runs) are split
+    anew and learnt from as mining does. The held-out side must not have taught the steps it is replayed on, so:
+    - the new training side learns the same content (steps, with the version's preconditions and failure exits) as
+      a stored version (this one or another): that version is replayed on the new held-out runs (offline, and live
+      when asked); its own recorded split stays as mined (versions are immutable), each replay keeps its own cases;
+    - it learns other content: a new version (parent: this one) holding the new split, replayed like a mined one.
+    Audited as replay.resplit or procedure_version.resplit with the split. ReplayRefused says why not (a bad seed
+    or share, a replay still open); MiningError when the split leaves nothing to learn from."""
+    _check_miner(actor)
+    held_out_share, seed = _check_split(held_out_share, seed)
+    split = {"seed": seed, "held_out_share": held_out_share}
+    with transaction.atomic(durable=True):
+        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
+        source = ProcedureVersion.objects.get(pk=version.pk)
+        open_replays = ReplayRun.objects.filter(version=source, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING))
+        if open_replays.exists():
+            raise ReplayRefused(f"version {source.number} has a replay queued or running; wait for it")
+        run_ids = sorted(set(source.training_run_ids) | set(source.held_out_run_ids))
+        by_outcome: dict[str, list[int]] = {Outcome.SUCCESS: [], Outcome.FAILURE: []}
+        for pk, outcome in Run.objects.filter(pk__in=run_ids).values_list("pk", "outcome"):
+            by_outcome.setdefault(outcome, []).append(pk)
+        successes = by_outcome[Outcome.SUCCESS]
+        if len(successes) < MIN_SUCCESSFUL_RUNS:
+            raise MiningError(f"version {source.number} has {len(successes)} successful run(s) to split")
+        learnt = _learn(
+            procedure.intent, successes, by_outcome[Outcome.FAILURE], held_out_share=held_out_share, seed=seed
+        )
+        revision = content_revision(
+            intent=procedure.intent,
+            steps=learnt.steps,
+            preconditions=source.preconditions,
+            failure_exits=source.failure_exits,
+        )
+        modes = [ReplayMode.OFFLINE, *([ReplayMode.LIVE] if live else [])]
+        same = ProcedureVersion.objects.filter(procedure=procedure, content_revision=revision).first()
+        if same is not None:
+            if (
+                same.pk != source.pk
+                and ReplayRun.objects.filter(
+                    version=same, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING)
+                ).exists()
+            ):
+                raise ReplayRefused(f"this split learns version {same.number}, which has a replay open; wait for it")
+            note = {"split": split, "learnt_from": f"v{source.number}"}
+            replays = _requeue(
+                same, procedure, actor=actor, modes=modes, held_out=learnt.held_out, verb="replay.resplit", note=note
+            )
+            return MineResult(version=same, created=False, replays=replays)
+        number = (ProcedureVersion.objects.filter(procedure=procedure).aggregate(n=Max("number"))["n"] or 0) + 1
+        new = ProcedureVersion.objects.create(
+            procedure=procedure,
+            number=number,
+            parent=source,
+            steps=learnt.steps,
+            preconditions=source.preconditions,
+            failure_exits=source.failure_exits,
+            candidate_revision=learnt.candidate.revision,
+            content_revision=revision,
+            source_run_ids=learnt.sources,
+            training_run_ids=learnt.training,
+            held_out_run_ids=learnt.held_out,
+            skipped_run_ids=learnt.skipped,
+            created_by=actor.user,
+        )
+        replays = tuple(_queue_replay(new, procedure, mode) for mode in modes)
+        audit_record(
+            actor=actor,
+            verb="procedure_version.resplit",
+            target=new,
+            before={"parent": source.number},
+            after={
+                "number": number,
+                "tools": new.tools,
+                "content_revision": revision,
+                "held_out": len(new.held_out_run_ids),
+                "split": split,
+                "replays": [replay.mode for replay in replays],
+            },
+        )
+        for replay in replays:
+            _enqueue_replay_on_commit(replay)
+    return MineResult(version=new, created=True, replays=replays)
 
 
 def _enqueue_replay_on_commit(replay: ReplayRun) -> None:
@@ -421,6 +658,13 @@ def replay_worker_name(task_id: str | None = None) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{task_id or uuid.uuid4().hex[:12]}"[:200]
 
 
+_VERSION_RUN_LISTS = tuple(
+    f"{version}__{field}"
+    for version in ("version", "compared_with")
+    for field in ("source_run_ids", "training_run_ids", "held_out_run_ids", "skipped_run_ids")
+)
+
+
 def _claim(replay_id: int, worker: str, *, actor: Actor, now: datetime | None = None) -> ReplayRun | None:
     """Take an offline replay that is queued, or running with a lease that ran out (its worker died), with a lease;
     the version moves to replaying. None when it is finished or another worker holds it."""
@@ -439,7 +683,11 @@ def _claim(replay_id: int, worker: str, *, actor: Actor, now: datetime | None = 
         )
         if not taken:
             return None
-        replay = ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay_id)
+        replay = (
+            ReplayRun.objects.select_related("version__procedure", "compared_with")
+            .defer(*_VERSION_RUN_LISTS)  # the replay needs the versions' steps, not their run ids (flat memory)
+            .get(pk=replay_id)
+        )
         ProcedureVersion.objects.filter(pk=replay.version_id, status=VersionStatus.CANDIDATE).update(
             status=VersionStatus.REPLAYING
         )
@@ -496,14 +744,21 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None, worker:
         replay_heartbeat(replay, worker, "claimed")
         recorded = _case_runs(replay.held_out_run_ids)
         replay_heartbeat(replay, worker, "loaded")
-        cases = [core.ReplayCase(case_id=str(pk), run=recorded.get(pk)) for pk in replay.held_out_run_ids]
-        report = core.replay_procedure(
-            _procedure_steps(replay.version), cases, active=_procedure_steps(replay.compared_with), mode="offline"
-        )
+        # Two streamed passes, so memory stays flat in the number of cases: the report (metrics and the gate), then
+        # the case rows, judged again while _finish writes them.
+        # One streamed pass, in memory flat in the number of cases: each case is judged, counted into the report
+        # and written out as a row to a spooled file, which _finish copies into the table.
+        offline = _offline_replay(replay)
+        rows = _SpooledCases(replay.pk)
+        for case in _judged(offline, recorded):
+            rows.add(case)
+        report = offline.report()
         replay_heartbeat(replay, worker, "replayed")
-        rows = _case_rows(replay, report, result_runs={})
         rubric = _offline_rubric_note(replay.version.procedure)
-        return _finish(replay, report, rows, actor=actor, rubric=rubric, worker=worker)
+        try:
+            return _finish(replay, report, rows, actor=actor, rubric=rubric, worker=worker)
+        finally:
+            rows.close()
     except LeaseLost:
         logger.warning("offline replay %s: lease lost, another worker finishes it", replay.pk)
         return ReplayRun.objects.get(pk=replay.pk)
@@ -552,24 +807,116 @@ def _case_rows(
     rows = []
     for case in report.cases:
         case_run_id = int(case.case_id)
-        arms = [(ReplayArm.CANDIDATE, case.candidate)]
-        if case.active is not None:
-            arms.append((ReplayArm.ACTIVE, case.active))
-        for arm, result in arms:
-            payload = result.to_dict()
-            payload["regression"] = case.regression
-            payload["improvement"] = case.improvement
+        for arm, result in _arms(case):
             rows.append(
                 ReplayCase(
                     replay=replay,
                     arm=arm,
                     case_run_id=case_run_id,
                     result_run_id=result_runs.get((arm, case_run_id)),
-                    result=payload,
+                    result=_case_payload(case, result),
                     answered=result.answered,
                 )
             )
     return rows
+
+
+def _arms(case: core.CaseResult) -> list[tuple[str, core.ArmResult]]:
+    arms = [(ReplayArm.CANDIDATE, case.candidate)]
+    if case.active is not None:
+        arms.append((ReplayArm.ACTIVE, case.active))
+    return arms
+
+
+def _case_payload(case: core.CaseResult, result: core.ArmResult) -> dict[str, Any]:
+    payload = result.to_dict()
+    payload["regression"] = case.regression
+    payload["improvement"] = case.improvement
+    return payload
+
+
+class _SpooledCases:
+    """An offline replay's case rows (no result run: recorded runs only), kept as lines of PostgreSQL COPY text in
+    a spooled temporary file (in memory up to SPOOL_BYTES, then on disk), so memory stays flat in the number of
+    cases; `_write_cases` copies them into the table (bulk_create batches on other databases)."""
+
+    SPOOL_BYTES = 8 << 20
+    COLUMNS = ("replay_id", "arm", "case_run_id", "result", "answered")
+
+    def __init__(self, replay_id: int) -> None:
+        self.replay_id = replay_id
+        self._file = tempfile.SpooledTemporaryFile(max_size=self.SPOOL_BYTES, mode="w+b")  # noqa: SIM115 (closed by close())
+        self._dumps = json.JSONEncoder(allow_nan=False).encode
+        self._parts: dict[tuple, tuple[str, str]] = {}
+
+    def add(self, case: core.CaseResult) -> None:
+        regression, improvement = case.regression, case.improvement
+        case_run_id = int(case.case_id)
+        lines = []
+        for arm, result in _arms(case):
+            # The payload's JSON around tokens and cost repeats from case to case: formatted once per distinct key.
+            key = (arm, result.answered, result.passed, result.outcome, result.follows, result.observed_arguments,
+                   result.retained_arguments, result.steps, regression, improvement)  # fmt: skip
+            parts = self._parts.get(key)
+            if parts is None:
+                parts = self._parts[key] = self._split(case, result)
+            head, tail = parts
+            tokens, cost = self._scalar(result.tokens), self._scalar(result.cost)
+            lines.append(f'{self.replay_id}\t{arm}\t{case_run_id}\t{head}{tokens}, "cost": {cost}{tail}')
+        self._file.write("".join(lines).encode())
+
+    def _split(self, case: core.CaseResult, result: core.ArmResult) -> tuple[str, str]:
+        """The result column's text before the payload's tokens value and after its cost value, then the answered
+        column (COPY text: backslashes doubled)."""
+        payload = _case_payload(case, result)
+        keys = list(payload)
+        at = keys.index("tokens")
+        if keys[at + 1] != "cost":
+            raise RuntimeError("the case payload must hold cost right after tokens")
+        head = self._dumps({key: payload[key] for key in keys[:at]})[:-1] + ', "tokens": '
+        tail = ", " + self._dumps({key: payload[key] for key in keys[at + 2 :]})[1:]
+        escape = "\\", "\\\\"
+        return head.replace(*escape), tail.replace(*escape) + f"\t{'t' if result.answered else 'f'}\n"
+
+    def _scalar(self, value: Any) -> str:
+        if type(value) is int or (type(value) is float and math.isfinite(value)):
+            return repr(value)  # what json.dumps writes for them
+        return self._dumps(value).replace("\\", "\\\\")
+
+    def copy_into(self, cursor: Any, table: str) -> None:
+        self._file.seek(0)
+        with cursor.copy(f"COPY {table} ({', '.join(self.COLUMNS)}) FROM STDIN") as copy:
+            while block := self._file.read(1 << 20):
+                copy.write(block)
+
+    def __iter__(self) -> Iterator[ReplayCase]:
+        self._file.seek(0)
+        for line in self._file:
+            replay_id, arm, case_run_id, text, answered = line.decode().rstrip("\n").split("\t")
+            yield ReplayCase(
+                replay_id=int(replay_id),
+                arm=arm,
+                case_run_id=int(case_run_id),
+                result=json.loads(text.replace("\\\\", "\\")),
+                answered=answered == "t",
+            )
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _write_cases(rows: list[ReplayCase] | _SpooledCases) -> None:
+    """Inside _finish's transaction: the case rows, by COPY when an offline replay spooled them on PostgreSQL."""
+    if not isinstance(rows, _SpooledCases):
+        ReplayCase.objects.bulk_create(rows, batch_size=2000)
+        return
+    connection = connections[ReplayCase.objects.db]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            rows.copy_into(cursor.cursor, ReplayCase._meta.db_table)
+        return
+    for batch in batched(rows, 2000):
+        ReplayCase.objects.bulk_create(batch)
 
 
 def _report_summary(report: core.ReplayReport) -> dict[str, Any]:
@@ -672,7 +1019,7 @@ def _finish(
         if locked.status != ReplayStatus.RUNNING or (worker is not None and locked.lease_owner != worker):
             return locked
         ReplayCase.objects.filter(replay=locked).delete()
-        ReplayCase.objects.bulk_create(rows, batch_size=2000)
+        _write_cases(rows)
         locked.metrics = {
             "candidate": dict(report.metrics),
             "active": report.active_metrics and dict(report.active_metrics),
@@ -836,7 +1183,7 @@ def replay_live_settle(*, replay: ReplayRun, actor: Actor | None = None, now: da
         for status, payload, run_id in jobs
         if status == JobStatus.DONE and run_id is not None
     }
-    runs = _case_runs(list(set(answered.values())))
+    runs = _recorded_runs(list(set(answered.values())))
     cases = [
         core.ReplayCase(
             case_id=str(pk),

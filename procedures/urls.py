@@ -10,4 +10,5 @@ urlpatterns = [
     path("versions/<int:pk>/amend/", views.amend_view, name="amend"),
     path("versions/<int:pk>/rubric-floor/", views.rubric_floor_view, name="rubric_floor"),
     path("versions/<int:pk>/rerun/", views.rerun_view, name="rerun"),
+    path("runs/<int:run_id>/", views.run_vs_view, name="run_vs"),
 ]

@@ -16,8 +16,8 @@ from intents.taxonomy_selectors import reviewed_intents_by_key
 from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
 
-from . import selectors, services
-from .forms import AmendForm, MineForm, RubricFloorForm
+from . import charts, selectors, services
+from .forms import AmendForm, MineForm, RerunForm, RubricFloorForm
 from .promotable import KIND as PROMOTION_KIND
 
 # Versions a reviewer or operator may propose for activation (a failed one needs an admin override of its gate).
@@ -69,7 +69,8 @@ def mine_view(request: HttpRequest) -> HttpResponse:
     if result.created:
         messages.success(request, f"Mined version {version.number}; its replay is queued.")
     elif result.replays:
-        messages.info(request, f"The runs give version {version.number} again; its failed replay is queued again.")
+        queued = " and ".join(replay.mode for replay in result.replays)
+        messages.info(request, f"The runs give version {version.number} again; its {queued} replay is queued.")
     else:
         messages.info(request, f"Nothing new: the runs give version {version.number} again.")
     return redirect("procedures:version", pk=version.pk)
@@ -115,6 +116,8 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
         "procedure": page.procedure,
         "replays": replays,
         "active_metrics": active_metrics,
+        "replay_charts": charts.replay_charts(page),
+        "procedure_trends": charts.procedure_trends(page.procedure),
         "can_propose": (request.user.is_reviewer or request.user.is_operator)
         and not is_active
         and version.status in PROPOSABLE
@@ -132,6 +135,15 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
             }
         ),
     }
+    context.update(
+        {
+            "shown_status": page.status,
+            "review": page.review,
+            "rerun_form": RerunForm(),
+            # The polled fragment also replaces the page head (status) and the promotion area (Propose) out of band.
+            "oob": bool(request.htmx),
+        }
+    )
     if request.htmx:
         return render(request, "procedures/version.html#replays-section", context)
     return render(request, "procedures/version.html", context)
@@ -187,10 +199,14 @@ def rubric_floor_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def rerun_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Run a failed version's replay again with the same settings (operators; audited as replay.rerun)."""
+    """Run a failed version's replay again with the same settings (operators; audited as replay.rerun), or, when
+    the form carries a seed and a held-out share, on another split of its runs (services.procedure_version_resplit:
+    this version replayed on the new held-out runs, or a new version when the split learns other steps)."""
     if not request.user.is_operator:
         raise PermissionDenied("re-running a replay needs the operator role")
     version = selectors.version_by_id(pk)
+    if "seed" in request.POST or "held_out_share" in request.POST:
+        return _rerun_split(request, version)
     try:
         replays = services.replay_rerun(actor=Actor.of_request(request), version=version)
     except services.ReplayRefused as exc:
@@ -199,3 +215,45 @@ def rerun_view(request: HttpRequest, pk: int) -> HttpResponse:
     modes = " and ".join(replay.mode for replay in replays)
     messages.success(request, f"The {modes} replay of version {version.number} is queued again.")
     return redirect("procedures:version", pk=pk)
+
+
+def _rerun_split(request: HttpRequest, version) -> HttpResponse:
+    form = RerunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Nothing was queued: {form.reason()}")
+        return redirect("procedures:version", pk=version.pk)
+    seed, share = form.cleaned_data["seed"], form.cleaned_data["held_out_share"]
+    try:
+        result = services.procedure_version_resplit(
+            actor=Actor.of_request(request),
+            version=version,
+            seed=seed,
+            held_out_share=share,
+            live=form.cleaned_data["live"],
+        )
+    except (services.ReplayRefused, services.MiningError) as exc:
+        messages.error(request, f"Nothing was queued: {exc}")
+        return redirect("procedures:version", pk=version.pk)
+    split = f"seed {seed}, held-out share {share:g}"
+    held_out = len(result.replays[0].held_out_run_ids) if result.replays else 0
+    if result.created:
+        messages.success(
+            request,
+            f"The split ({split}) learns other steps: saved as version {result.version.number} "
+            f"({held_out} held-out runs); its replay is queued.",
+        )
+    else:
+        messages.success(
+            request,
+            f"The split ({split}) learns version {result.version.number}: it is replayed on the "
+            f"{held_out} held-out runs of this split.",
+        )
+    return redirect("procedures:version", pk=result.version.pk)
+
+
+@login_required
+def run_vs_view(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run against the active procedure of its intent (linked from the run page)."""
+    from .run_vs import run_against_active_procedure
+
+    return render(request, "procedures/run_vs.html", {"vs": run_against_active_procedure(run_id)})

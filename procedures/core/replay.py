@@ -235,6 +235,10 @@ class Judge:
         self.aligned_match = subsequence_pattern(codes.encode(self.tools), capture=True).match
         self.retained = sum(len(step.arguments) for step in self.procedure)
 
+    def observed(self, aligned_arguments: Sequence[Mapping[str, Any]]) -> int:
+        """Retained arguments observed, given the arguments of the aligned steps (see `observed_arguments`)."""
+        return observed_in(self.procedure, aligned_arguments)
+
     def __call__(self, run: CaseRun | None) -> ArmResult:
         if run is None:
             return ArmResult(answered=False, passed=False)
@@ -259,9 +263,13 @@ class Judge:
 
 def observed_arguments(procedure: Sequence[ProcedureStep], aligned: Sequence[TrajectoryStep]) -> int:
     """Retained arguments seen with an equal value at the aligned step (steps past the alignment see nothing)."""
+    return observed_in(procedure, [step.arguments for step in aligned])
+
+
+def observed_in(procedure: Sequence[ProcedureStep], aligned_arguments: Sequence[Mapping[str, Any]]) -> int:
+    """`observed_arguments` given the aligned steps' arguments only."""
     observed = 0
-    for wanted, step in zip(procedure, aligned, strict=False):
-        present = step.arguments
+    for wanted, present in zip(procedure, aligned_arguments, strict=False):
         observed += sum(1 for key, value in wanted.arguments.items() if key in present and _same(present[key], value))
     return observed
 
