@@ -1,12 +1,39 @@
-"""A guard in front of every view: NUL characters in the path or query string are refused before any view sees them.
+"""Guards in front of every view.
 
-PostgreSQL text cannot hold NUL, so a filter value carrying one would fail deep inside a query. Forms already
-refuse NUL (Django's ProhibitNullCharactersValidator); query strings are read by hand in many views.
+RejectNulMiddleware: NUL characters in the path or query string are refused before any view sees them. PostgreSQL
+text cannot hold NUL, so a filter value carrying one would fail deep inside a query. Forms already refuse NUL
+(Django's ProhibitNullCharactersValidator); query strings are read by hand in many views.
+
+LongUrlMiddleware: a URL longer than WAYMARK_MAX_URL_LENGTH characters answers the styled 414 page (the API's Error
+body under /api/), below gunicorn's own request-line limit (8190 bytes, the Procfile's --limit-request-line), so
+people see a page with the navigation that says why. Above that limit gunicorn refuses the request line itself and
+the Procfile's worker class (config.gunicorn_worker) answers with the same page.
 """
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
+from . import error_views
+
 NUL = "\x00"
+# Below gunicorn's largest request-line limit (8190 bytes, which also holds the method and "HTTP/1.1").
+DEFAULT_MAX_URL_LENGTH = 8000
+
+
+def max_url_length() -> int:
+    return int(getattr(settings, "WAYMARK_MAX_URL_LENGTH", DEFAULT_MAX_URL_LENGTH))
+
+
+class LongUrlMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = max_url_length()
+        length = len(request.path_info) + len(request.META.get("QUERY_STRING", ""))
+        if length > limit:
+            return error_views.uri_too_long(request, length=length, limit=limit)
+        return self.get_response(request)
 
 
 class RejectNulMiddleware:

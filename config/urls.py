@@ -3,8 +3,13 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from . import views
+from . import error_views, views
 from .api import api
+
+# Styled error pages with the navigation (the API's Error body under /api/): config/error_views.py.
+handler403 = error_views.permission_denied
+handler404 = error_views.page_not_found
+handler500 = error_views.server_error
 
 
 @csrf_exempt

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from graphs.core import Graph, to_mermaid
 from reviews.selectors import pending_requests_for
 
-from . import selectors
+from . import charts, selectors
 from .diff_lines import diff_lines
 from .forms import DiffForm, GuidanceForm
 from .guidance import NoActiveGraph, workspace_guidance
@@ -89,6 +89,7 @@ def _page_context(
         "pending_requests": list(pending.values()),
         "promotion_kind": PROMOTION_KIND,
         "draw_limit": DRAW_LIMIT,
+        "workspace_trends": charts.workspace_trends(workspace),
         **extra,
     }
 

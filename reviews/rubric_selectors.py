@@ -94,6 +94,7 @@ class DimensionLine:
     failed: bool
     assessments: list[RubricAssessmentRow] = field(default_factory=list)
     mine: RubricAssessmentRow | None = None
+    typed: dict[str, str] | None = None  # what the person typed, when the panel answers a refused assessment
 
 
 @dataclass
@@ -154,6 +155,7 @@ def run_panel(user, run, *, error: str = "", form: dict[str, Any] | None = None)
                 failed=bool(dimension.get("required")) and (score is None or did in score.required_failures),
                 assessments=mine,
                 mine=next((row for row in mine if row.rater_kind == RaterKind.PERSON and row.user_id == user.pk), None),
+                typed=(form or {}).get(did),
             )
         )
     evidence_by_step: dict[int, list[str]] = {}

@@ -180,9 +180,11 @@ def assess_view(request: HttpRequest, run_id: int) -> HttpResponse:
             return _panel(request, run, error=exc.message, form=form, status=exc.status)
         messages.error(request, exc.message)
         return redirect(_back(run.pk))
-    if request.htmx:
-        return _panel(request, run)
     messages.success(request, f"Your assessment of {len(items)} dimension(s) is recorded; the score is updated.")
+    if request.htmx:  # reload the run page: its timeline highlights the new evidence steps
+        response = _panel(request, run)
+        response["HX-Refresh"] = "true"
+        return response
     return redirect(_back(run.pk))
 
 

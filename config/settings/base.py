@@ -20,7 +20,7 @@ CSRF_TRUSTED_ORIGINS = env_list("WAYMARK_CSRF_TRUSTED_ORIGINS")
 CSRF_FAILURE_VIEW = "config.error_views.csrf_failure"  # the styled 403 page, saying to reload
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin_site.WaymarkAdminConfig",  # django.contrib.admin, for admins only
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

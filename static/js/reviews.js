@@ -1,96 +1,84 @@
-// Review keyboard shortcuts: j/k move through the queue, Enter/o open, a approve, r reject (go to the reason), ? help.
-// Every shortcut clicks or focuses a real link, button or field on the page, so the pages work without this file.
+// Review keyboard shortcuts (keys.js does the navigation): on the queue j/k move, Enter/o open, ? help; a and r do
+// nothing there. On an opened item, a (approve) and r (reject) open a confirmation dialog with the verdict and a
+// comment; its confirm button submits the page's own approve or reject form, Escape or Cancel closes it unsent.
+// Every shortcut ends in a real link, button or form on the page, so the pages work without this file.
 (function () {
   "use strict";
+  const keys = window.WaymarkKeys;
+  if (!keys) return;
 
-  function typing(target) {
-    const tag = target && target.tagName;
-    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (target && target.isContentEditable);
+  const queue = keys.rowCursor("[data-queue-row]", function (row) { return row.querySelector("[data-open]"); });
+
+  // The confirmation dialog exists only on an item the user may judge (templates/reviews/shortcuts.html).
+  function confirmDialog() {
+    return document.getElementById("review-confirm");
   }
 
-  function rows() {
-    return Array.from(document.querySelectorAll("[data-queue-row]"));
+  function pageForm(verdict) {
+    const field = document.querySelector(verdict === "approve" ? "[data-approve]" : "[data-reject-reason]");
+    return field ? field.form : null;
   }
 
-  let current = -1;
-
-  function select(index) {
-    const all = rows();
-    if (!all.length) return;
-    current = Math.max(0, Math.min(index, all.length - 1));
-    all.forEach(function (row, i) {
-      row.classList.toggle("selected", i === current);
-      row.setAttribute("aria-selected", i === current ? "true" : "false");
-      row.style.outline = i === current ? "2px solid #2563eb" : "";
+  function askToConfirm(verdict) {
+    const dialog = confirmDialog();
+    const form = pageForm(verdict);
+    if (!dialog || !form) return false;
+    dialog.dataset.verdict = verdict;
+    dialog.querySelectorAll("[data-confirm-verdict]").forEach(function (el) {
+      el.hidden = el.dataset.confirmVerdict !== verdict;
     });
-    const link = all[current].querySelector("[data-open]");
-    if (link) link.focus({ preventScroll: false });
+    const comment = dialog.querySelector("[data-confirm-comment]");
+    const pageComment = form.querySelector("textarea[name=comment]");
+    comment.value = pageComment ? pageComment.value : "";
+    comment.required = verdict === "reject";
+    dialog.returnValue = "";
+    dialog.showModal();
+    comment.focus();
+    return true;
   }
 
-  function selected() {
-    const all = rows();
-    return current >= 0 && current < all.length ? all[current] : null;
-  }
-
-  function scope() {
-    return selected() || document;
-  }
-
-  function toggleHelp() {
-    const dialog = document.getElementById("review-shortcuts");
-    if (!dialog) return;
-    if (dialog.open) dialog.close();
-    else dialog.showModal();
-  }
-
-  document.addEventListener("click", function (event) {
-    if (event.target.closest && event.target.closest("[data-shortcuts-help]")) toggleHelp();
-  });
-
-  document.addEventListener("keydown", function (event) {
-    if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
-    const key = event.key;
-    if (key === "?") {
-      event.preventDefault();
-      toggleHelp();
-    } else if (key === "j") {
-      event.preventDefault();
-      select(current + 1);
-    } else if (key === "k") {
-      event.preventDefault();
-      select(current < 0 ? 0 : current - 1);
-    } else if ((key === "o" || key === "Enter") && selected()) {
-      const link = selected().querySelector("[data-open]");
-      if (link) {
-        event.preventDefault();
-        link.click();
-      }
-    } else if (key === "a") {
-      const button = scope().querySelector("[data-approve]");
-      if (button) {
-        event.preventDefault();
-        button.click();
-      }
-    } else if (key === "r") {
-      const reason = document.querySelector("[data-reject-reason]");
-      const link = scope().querySelector("[data-reject]");
-      if (!selected() && reason) {
-        event.preventDefault();
-        reason.focus();
-      } else if (link) {
-        event.preventDefault();
-        link.click();
-      }
+  // A deferred script runs once the document is parsed: set up at once rather than on DOMContentLoaded, which
+  // waits for every other deferred script (Mermaid on a graph item), so a confirm clicked early is never lost.
+  function setUp() {
+    const dialog = confirmDialog();
+    if (dialog) {
+      dialog.addEventListener("close", function () {
+        if (dialog.contains(document.activeElement)) document.activeElement.blur();  // shortcuts work again at once
+        if (dialog.returnValue !== "confirm") return;
+        const form = pageForm(dialog.dataset.verdict);
+        if (!form) return;
+        const pageComment = form.querySelector("textarea[name=comment]");
+        if (pageComment) pageComment.value = dialog.querySelector("[data-confirm-comment]").value;
+        form.requestSubmit();
+      });
     }
-  });
-
-  document.addEventListener("DOMContentLoaded", function () {
     if (window.location.hash === "#reject") {
       const reason = document.querySelector("[data-reject-reason]");
       if (reason) reason.focus();
     }
-    const all = rows();
-    const firstPending = all.findIndex(function (row) { return row.dataset.pending === "1"; });
-    if (firstPending >= 0) current = firstPending - 1;
+    const firstPending = queue.rows().findIndex(function (row) { return row.dataset.pending === "1"; });
+    if (firstPending >= 0) queue.startAt(firstPending);
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);
+  else setUp();
+
+  keys.helpButton("[data-shortcuts-help]", "review-shortcuts");
+  keys.onKeys({
+    "?": function () { return keys.toggleDialog("review-shortcuts"); },
+    j: function () { return Boolean(queue.next()); },
+    k: function () { return Boolean(queue.previous()); },
+    o: openSelected,
+    Enter: openSelected,
+    a: function () { return askToConfirm("approve"); },
+    r: function () { return askToConfirm("reject"); },
   });
+
+  function openSelected() {
+    const row = queue.selected();
+    const link = row && row.querySelector("[data-open]");
+    if (!link) return false;
+    link.click();
+    return true;
+  }
 })();

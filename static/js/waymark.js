@@ -2,6 +2,8 @@
 //   data-autosubmit on a form control: submit its form when the value changes.
 //   data-confirm="question" on a form: ask before submitting (e.g. revoking a token).
 //   .secret: a "Copy" button next to a value shown once (e.g. a new API token).
+//   data-swap-errors on an htmx element (or an ancestor): swap its 4xx answers too (htmx drops them by default), so
+//   the server's message (a 400 or 422 fragment saying why) is shown where the result would be.
 (() => {
   "use strict";
 
@@ -35,6 +37,15 @@
   document.addEventListener("submit", (event) => {
     const question = event.target.dataset && event.target.dataset.confirm;
     if (question && !window.confirm(question)) event.preventDefault();
+  });
+
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const status = event.detail.xhr.status;
+    const elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (status >= 400 && status < 500 && elt && elt.closest && elt.closest("[data-swap-errors]")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
   });
 
   function enhance(root) {
