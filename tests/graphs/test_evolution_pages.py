@@ -306,7 +306,7 @@ def test_the_inspector_of_a_rejected_round_draws_both_graphs_the_diff_and_the_de
     assert page.count('<pre class="mermaid"') == 2 and "vendor/mermaid/mermaid.min.js" in page
     assert f"Base: #{head.seq} {head.digest[:12]}" in page and f"Candidate: {candidate}" in page
     assert "n3 --&gt;|PROVIDES_INPUT_FOR| n4" in page  # the base keeps read → search; the candidate drops it
-    assert '<pre class="graph-diff" id="round-diff">' in page
+    assert '<pre class="graph-diff" id="round-diff" tabindex="0"' in page  # focusable: it scrolls
     assert f'<span class="diff-file">--- base #{head.seq} {head.digest[:12]}' in page
     assert '<span class="diff-del">-' in page and "PROVIDES_INPUT_FOR" in page
     assert "<dt>Verdict</dt><dd>rejected</dd>" in page
@@ -378,9 +378,10 @@ def test_the_rejections_page_shows_counts_the_refiner_view_and_the_markdown_esca
     page = html(get(viewer, "rejections", "lab"))
     counts = re.search(r'aria-label="Rounds by outcome">(.*?)</table>', page, re.S).group(1)
     assert re.findall(r'<td class="num">(\d+)</td>', counts) == ["1", "1", "1", "0", "1", "4"]
-    assert '<pre class="memory-text" id="refiner-view">4 earlier round(s): 1 accepted, 1 rejected' in page
+    views = {name: page.split(f'id="{name}"', 1)[1].split(">", 1)[1] for name in ("refiner-view", "markdown-view")}
+    assert views["refiner-view"].startswith("4 earlier round(s): 1 accepted, 1 rejected")
     assert "### iteration 3 REJECTED candidate" in page
-    assert '<pre class="memory-text" id="markdown-view"># Rejection memory' in page
+    assert views["markdown-view"].startswith("# Rejection memory")
     assert "-LEADS_TO-&gt; verify_answer" in page and "-LEADS_TO-> verify_answer" not in page  # escaped
     short = html(get(viewer, "rejections", "lab", full="0"))
     assert "### iteration" not in short.split('id="markdown-view"')[0]  # every round as one line
