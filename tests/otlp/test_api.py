@@ -4,7 +4,7 @@ resends change nothing; refusals answer the API's Error body and write nothing."
 import gzip
 import json
 import zlib
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.cache import cache
@@ -50,6 +50,11 @@ def post(token):
     return send
 
 
+def micros(moment) -> int:
+    """A stored time as whole microseconds since the epoch (exact, unlike a float of seconds)."""
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
 def answer(response):
     assert response.status_code == 200, response.content
     if response["Content-Type"] == PROTOBUF:
@@ -77,14 +82,14 @@ def test_a_trace_sent_in_batches_out_of_order_becomes_one_run_once_its_root_arri
     assert (run.source, run.external_id) == ("support-agent", trace_hex(spans))
     assert (run.task, run.intent, run.outcome) == (TASK, "refund_request", "success")
     root = spans[-1]
-    assert run.started_at.timestamp() == pytest.approx(root.start_time / 1e9, abs=1e-6)
-    assert run.ended_at.timestamp() == pytest.approx(root.end_time / 1e9, abs=1e-6)
+    assert micros(run.started_at) == root.start_time // 1000  # stored to the microsecond, truncated
+    assert micros(run.ended_at) == root.end_time // 1000  # stored to the microsecond, truncated
     steps = list(run.steps.order_by("ordinal"))
     assert [s.tool for s in steps] == [tool for tool, _, _ in PLAN]
     tool_spans = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
     for step, span in zip(steps, tool_spans, strict=True):
-        assert step.started_at.timestamp() == pytest.approx(span.start_time / 1e9, abs=1e-6)
-        assert step.ended_at.timestamp() == pytest.approx(span.end_time / 1e9, abs=1e-6)
+        assert micros(step.started_at) == span.start_time // 1000  # stored to the microsecond, truncated
+        assert micros(step.ended_at) == span.end_time // 1000  # stored to the microsecond, truncated
         assert step.ok is True
     assert steps[0].arguments == {"topic": "refunds"} and steps[0].observation == "Refunds within 30 days."
     assert steps[1].observation == '{"status": "active"}'

@@ -8,6 +8,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otlp.models import PendingSpan, Trace, TraceStatus
+from tests.otlp.test_api import micros
 from trajectories.models import Run
 
 from .agents import (
@@ -52,8 +53,8 @@ def test_the_sdk_exporter_sends_a_trace_in_batches_out_of_order(live_server, tok
     assert (run.source, run.outcome, run.intent) == ("support-agent", "success", "refund_request")
     assert [s.tool for s in steps] == [tool for tool, _, _ in PLAN]
     tool_spans = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
-    assert [s.started_at.timestamp() for s in steps] == pytest.approx([s.start_time / 1e9 for s in tool_spans])
-    assert [s.ended_at.timestamp() for s in steps] == pytest.approx([s.end_time / 1e9 for s in tool_spans])
+    assert [micros(s.started_at) for s in steps] == [s.start_time // 1000 for s in tool_spans]
+    assert [micros(s.ended_at) for s in steps] == [s.end_time // 1000 for s in tool_spans]
     assert Trace.objects.get().status == TraceStatus.WRITTEN and not PendingSpan.objects.exists()
 
     for batch in [*root_last_batches(spans), spans]:  # resending changes nothing
