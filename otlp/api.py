@@ -9,13 +9,12 @@ from __future__ import annotations
 import zlib
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
-from django.http.request import RawPostDataException
 from ninja import Router
 
 from accounts.services import Actor
 from config.auth import scoped
+from config.bodies import read_limited_body, too_large
 from config.errors import ApiError, Error
 
 from . import services
@@ -75,10 +74,6 @@ OPENAPI_EXTRA = {
 }
 
 
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, "payload_too_large", f"the body is larger than {limit} bytes", {"max_bytes": limit})
-
-
 def _encoding(request: HttpRequest) -> str:
     content_type = (request.content_type or "").strip().lower()
     if content_type not in ENCODINGS:
@@ -89,22 +84,6 @@ def _encoding(request: HttpRequest) -> str:
             {"content_type": content_type},
         )
     return ENCODINGS[content_type]
-
-
-def _read_body(request: HttpRequest, limit: int) -> bytes:
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        raise ApiError(400, "bad_request", "the Content-Length header is not a number")
-    if declared > limit:
-        raise _too_large(limit)
-    try:
-        body = request.body
-    except (RequestDataTooBig, RawPostDataException):
-        raise _too_large(limit)
-    if len(body) > limit:
-        raise _too_large(limit)
-    return body
 
 
 def _decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
@@ -127,7 +106,7 @@ def _decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
             error = exc
             continue
         if len(data) > limit or inflater.unconsumed_tail:
-            raise _too_large(limit)
+            raise too_large(limit)
         if not inflater.eof:
             raise ApiError(400, "malformed_otlp", f"the {encoding} body is truncated")
         return data
@@ -145,7 +124,7 @@ def _decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
 def export_traces(request: HttpRequest):
     encoding = _encoding(request)
     limit = settings.WAYMARK_INGEST_MAX_BYTES
-    body = _decompress(_read_body(request, limit), request.headers.get("Content-Encoding", ""), limit)
+    body = _decompress(read_limited_body(request, limit), request.headers.get("Content-Encoding", ""), limit)
     try:
         decoded = decode(body, encoding)
     except MalformedOtlp as exc:

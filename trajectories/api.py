@@ -6,13 +6,12 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
-from django.http.request import RawPostDataException
 from ninja import Query, Router, Status
 
 from accounts.services import Actor
 from config.auth import scoped
+from config.bodies import read_limited_body
 from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
 from config.text import NOT_JSON_MESSAGE, is_json_request
@@ -29,24 +28,8 @@ are reported in `existing_ids` and never modified. The batch is all or nothing: 
 written. 201 when something was created, 200 when every run existed already. See docs/api.md."""
 
 
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, "payload_too_large", f"the batch is larger than {limit} bytes", {"max_bytes": limit})
-
-
 def _read_body(request: HttpRequest) -> bytes:
-    limit = settings.WAYMARK_INGEST_MAX_BYTES
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        raise ApiError(400, "bad_request", "the Content-Length header is not a number")
-    if declared > limit:
-        raise _too_large(limit)
-    try:
-        body = request.body
-    except (RequestDataTooBig, RawPostDataException):
-        raise _too_large(limit)
-    if len(body) > limit:
-        raise _too_large(limit)
+    body = read_limited_body(request, settings.WAYMARK_INGEST_MAX_BYTES)
     if body and not is_json_request(request):  # an empty body is malformed JSON whatever its type
         raise ApiError(400, "unsupported_media_type", NOT_JSON_MESSAGE, {"content_type": request.content_type or ""})
     return body
