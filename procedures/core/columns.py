@@ -32,6 +32,7 @@ from .learn import (
     INTENT_OR_RUNS_MISSING,
     NO_SHARED_STEPS,
     SOURCES_INVALID,
+    ArgumentAgreement,
     ProcedureCandidate,
     ProcedureStep,
     _as_dict,
@@ -78,7 +79,7 @@ class Fold:
         self._seen.add(current)
 
 
-class StreamedAgreement:
+class StreamedAgreement(ArgumentAgreement):
     """`learn.ArgumentAgreement` for raw argument values: which positions of `shared` every run added so far agrees
     on with the first run, compared as dicts after `decode`. A raw value equal to the first run's (say, the same
     JSON text) decodes to an equal value, so it agrees without being decoded."""
@@ -100,22 +101,6 @@ class StreamedAgreement:
         self._expected = tuple(dict(arguments) for arguments in self._first)
         fast = all(type(value) in self._RAW_FAST for value in raw)
         self._raw = raw if fast and all(type(value) is dict for value in self._first) else None
-
-    def _align(self) -> None:
-        self._match = subsequence_pattern(self.shared, capture=frozenset(self._agreeing)).match
-        self._groups = range(1, len(self._agreeing) + 1)
-        self._cache: dict[str, tuple[int, ...]] = {}
-
-    def _indexes(self, codes: str) -> tuple[int, ...] | None:
-        indexes = self._cache.get(codes)
-        if indexes is None:
-            match = self._match(codes)
-            if match is None:
-                return None
-            indexes = self._cache[codes] = tuple(map(match.start, self._groups))
-            if len(self._cache) > SEEN_LIMIT:
-                self._cache.clear()
-        return indexes
 
     def add(self, codes: str, arguments: Sequence[Any]) -> bool:
         indexes = self._indexes(codes)

@@ -189,6 +189,9 @@ def align_leftmost(tools: Tools, steps: Sequence[TrajectoryStep]) -> list[Trajec
     return matched
 
 
+ALIGNMENTS_REMEMBERED = 65_536  # distinct tool sequences whose alignment an agreement keeps
+
+
 class ArgumentAgreement:
     """Which positions of `shared` all runs added so far agree on with the first run (the smallest id), as dicts.
 
@@ -220,6 +223,8 @@ class ArgumentAgreement:
             if match is None:
                 return None
             indexes = self._cache[codes] = tuple(map(match.start, self._groups))
+            if len(self._cache) > ALIGNMENTS_REMEMBERED:  # a bound, so memory stays flat in the number of runs
+                self._cache.clear()
         return indexes
 
     def add(self, codes: str, steps: Sequence[TrajectoryStep]) -> bool:
