@@ -5,21 +5,39 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8000
 
-.PHONY: run test lint format bench services clean help
+LOCK := requirements/dev.lock
+BENCH_LOCK := requirements/bench.lock
+PIP := $(PY) -m pip --disable-pip-version-check
+# pip-compile runs from its own virtualenv so that regenerating the lock never changes the project's.
+LOCK_VENV := var/lock-venv
+PIP_COMPILE := $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-find-links --no-emit-index-url --no-emit-trusted-host
+
+.PHONY: run test lint format bench lock services clean help
 
 help:
 	@echo "make run    start Waymark with demo data (embedded: SQLite + filesystem broker)"
 	@echo "make test   ruff, import-linter and the whole pytest suite"
 	@echo "make lint   ruff and import-linter only"
 	@echo "make bench  the benchmarks in bench/, figures as ratios"
+	@echo "make lock   regenerate requirements/*.lock from the pyprojects (pip-compile)"
 
 $(PY):
 	@bash scripts/make-venv.sh $(VENV)
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ./clients/python
+# The exact versions the suite passed with, from the lock (hash-checked); the two packages themselves without deps.
+$(STAMP): $(LOCK) pyproject.toml clients/python/pyproject.toml | $(PY)
+	$(PIP) install --quiet -r $(LOCK)
+	$(PIP) install --quiet --no-deps -e . -e ./clients/python
 	@touch $(STAMP)
+
+# Runtime + dev, then the same plus the bench extra constrained to it. Existing pins are kept where the pyprojects
+# still allow them; `make lock UPGRADE=1` moves every pin to the newest release the bounds allow.
+lock:
+	@test -x $(LOCK_VENV)/bin/pip-compile || { bash scripts/make-venv.sh $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install --quiet pip-tools; }
+	$(PIP_COMPILE) $(if $(UPGRADE),--upgrade) --extra dev -o $(LOCK) pyproject.toml clients/python/pyproject.toml
+	$(PIP_COMPILE) $(if $(UPGRADE),--upgrade) --extra dev --extra bench -c $(LOCK) -o $(BENCH_LOCK) \
+		pyproject.toml clients/python/pyproject.toml
 
 run: $(STAMP)
 	@bash scripts/run.sh $(PORT)
@@ -41,7 +59,8 @@ test: $(STAMP) services lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) services
+	$(PIP) install --quiet -r $(BENCH_LOCK)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) var/*.sqlite3* var/broker var/cache
+	rm -rf $(VENV) $(LOCK_VENV) var/*.sqlite3* var/broker var/cache

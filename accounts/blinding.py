@@ -27,10 +27,6 @@ def register_sealed_verb(verb: str, target_type: str, sealed_for: Callable[[obje
     _SEALERS[verb] = _Sealer(target_type=target_type, sealed_for=sealed_for)
 
 
-def sealed_verbs() -> list[str]:
-    return sorted(_SEALERS)
-
-
 def blind(events: Iterable, viewer) -> list:
     """The events as `viewer` may see them: a sealed judgment keeps its verb, target and time, but its before/after
     and its actor are withheld (`event.sealed` is True). Other events are untouched (`event.sealed` is False).

@@ -33,6 +33,50 @@ class User(AbstractUser):
     def is_admin(self) -> bool:
         return self.has_role(Role.ADMIN)
 
+    # -- permission predicates: one per rule, used by services, views, the API and templates ---------------------
+    # Each follows from the roles above, so inactive users and agent identities hold none of them. Templates read
+    # them as `user.may_propose`; the anonymous user has none of these attributes, which templates read as false.
+
+    @property
+    def may_propose(self) -> bool:
+        """Propose a promotion (reviews): reviewers and operators."""
+        return self.is_reviewer or self.is_operator
+
+    @property
+    def may_judge(self) -> bool:
+        """Judge promotion requests and take items from the review queue: reviewers."""
+        return self.is_reviewer
+
+    @property
+    def may_operate(self) -> bool:
+        """Operator-only actions: mine, amend and re-run procedures, start and cancel graph evolution and intent
+        analysis runs, run intent windows."""
+        return self.is_operator
+
+    @property
+    def may_decide_alerts(self) -> bool:
+        """Decide intent drift alerts: reviewers and operators."""
+        return self.is_reviewer or self.is_operator
+
+    @property
+    def may_draft_intents(self) -> bool:
+        """Draft intent taxonomy candidates: reviewers and operators."""
+        return self.is_reviewer or self.is_operator
+
+    @property
+    def may_assess(self) -> bool:
+        """Propose rubrics, judge runs with models and assess runs from the pages: reviewers and operators."""
+        return self.is_reviewer or self.is_operator
+
+    @property
+    def may_administer(self) -> bool:
+        """Admin-only actions: manage webhooks, override a failing gate, read the audit log, the admin site."""
+        return self.is_admin
+
+    def may_withdraw(self, request) -> bool:
+        """Withdraw a promotion request (`request` has a proposer_id): its proposer, or an admin."""
+        return self.pk == request.proposer_id or self.is_admin
+
 
 class ApiToken(models.Model):
     """A bearer token `wm_<prefix>_<secret>`: only the prefix (for lookup) and an HMAC digest are stored."""

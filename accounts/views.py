@@ -143,7 +143,7 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
 def audit_view(request: HttpRequest) -> HttpResponse:
     """The audit log, admins only, filtered and paged by cursor; htmx requests get the results fragment. Judgments
     of what is still open are sealed (no actor, no before/after) for an admin who has not judged it."""
-    if not request.user.is_admin:
+    if not request.user.may_administer:
         raise PermissionDenied
     form = AuditFilterForm(data=request.GET)
     page = None

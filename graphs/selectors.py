@@ -47,13 +47,6 @@ def workspace_by_slug(slug: str) -> Workspace:
     return workspace
 
 
-def workspace_with_head(slug: str) -> Workspace:
-    workspace = workspaces_with_pointers().filter(slug=slug).first()
-    if workspace is None:
-        raise Http404(f"no workspace named {slug!r}")
-    return workspace
-
-
 def _summary(revision: Revision) -> dict[str, Any]:
     return {
         "id": revision.pk,

@@ -85,7 +85,7 @@ def _page_context(
         "diff_form": DiffForm(
             initial={"from_ref": history[1].seq if len(history) > 1 else "", "to_ref": head.seq if head else ""}
         ),
-        "can_propose": request.user.is_reviewer or request.user.is_operator,
+        "can_propose": request.user.may_propose,
         "pending_requests": list(pending.values()),
         "promotion_kind": PROMOTION_KIND,
         "draw_limit": DRAW_LIMIT,

@@ -84,7 +84,7 @@ def get_alert(request: HttpRequest, alert_id: AlertId):
     "unknown alert; 409 `alert_decided` once the alert was dismissed or promoted.",
 )
 def decide_alert(request: HttpRequest, alert_id: AlertId, body: AlertDecisionIn):
-    if not (request.user.is_reviewer or request.user.is_operator):
+    if not request.user.may_decide_alerts:
         raise ApiError(403, "not_a_reviewer", "deciding novelty alerts needs the reviewer or operator role")
     alert = selectors.alert_of(alert_id)
     try:

@@ -420,7 +420,7 @@ def taxonomy_draft(*, actor: Actor, relabels: Mapping[str, str] | None = None) -
     candidates and the label edits. Conflict when nothing would change; an identical earlier version is returned
     instead of a copy. Reviewers and operators draft."""
     user = actor.user
-    if user is None or not user.is_active or not (user.is_reviewer or user.is_operator):
+    if user is None or not user.is_active or not user.may_draft_intents:
         raise NotAllowed("drafting the taxonomy needs the reviewer or operator role", code="not_a_reviewer")
     with transaction.atomic(durable=True):
         taxonomy, created_taxonomy = IntentTaxonomy.objects.get_or_create(

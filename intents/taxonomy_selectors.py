@@ -199,19 +199,6 @@ def taxonomy_page(user, *, number: int | None = None) -> TaxonomyPage:
     )
 
 
-# --- what procedure mining reads -------------------------------------------------------------------------------------
-def reviewed_intent_for_runs(run_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
-    """{run_id: (intent_id, label)} for the runs the active taxonomy's candidate evidence names (one query after the
-    taxonomy's). Runs without a reviewed intent are absent."""
-    version = active_version()
-    ids = sorted({int(pk) for pk in run_ids})
-    if version is None or not ids:
-        return {}
-    rows = TaxonomyRunIntent.objects.filter(version=version, run_id__in=ids).values_list("run_id", "intent_id")
-    labels = {row["intent_id"]: row["label"] for row in version.intents}
-    return {run_id: (intent_id, labels.get(intent_id, "")) for run_id, intent_id in rows}
-
-
 @dataclass(frozen=True)
 class ReviewedIntent:
     intent_id: str

@@ -34,7 +34,7 @@ def _refuse(exc: ReviewError) -> None:
 def _taxonomy_page(request: HttpRequest, *, error: str = "", form: dict | None = None, status: int = 200):
     number = int_or_none(request.GET.get("version"), max_digits=9)
     page = taxonomy_selectors.taxonomy_page(request.user, number=number)
-    can_draft = request.user.is_reviewer or request.user.is_operator
+    can_draft = request.user.may_draft_intents
     preview = taxonomy.taxonomy_preview() if can_draft else None
     versions = [
         {

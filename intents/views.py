@@ -58,7 +58,7 @@ def _list_page(
         "polling": any(not run.is_finished for run in page.runs),
         "poll_seconds": POLL_SECONDS,
         "form": form or StartProposalForm(),
-        "can_operate": request.user.is_operator,
+        "can_operate": request.user.may_operate,
         "error": error,
     }
     if request.htmx and request.method == "GET":
@@ -72,7 +72,7 @@ def list_view(request: HttpRequest) -> HttpResponse:
     """GET: the proposal runs and, for operators, the start form. POST: start a run (operators)."""
     if request.method == "GET":
         return _list_page(request)
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         return _list_page(request, error=OPERATOR_ONLY, status=403)
     form = StartProposalForm(request.POST)
     if not form.is_valid():
@@ -108,7 +108,7 @@ def _run_page(request: HttpRequest, run: IntentProposalRun, *, error: str = "", 
         "kind_badges": KIND_BADGES,
         "polling": not run.is_finished,
         "poll_seconds": POLL_SECONDS,
-        "can_operate": request.user.is_operator,
+        "can_operate": request.user.may_operate,
         "error": error,
     }
     if request.htmx and request.method == "GET":
@@ -125,7 +125,7 @@ def run_view(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def cancel_view(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.proposal_of(run_id)
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         return _run_page(request, run, error=OPERATOR_ONLY, status=403)
     try:
         run = intent_proposal_cancel(actor=Actor.of_request(request), run=run)

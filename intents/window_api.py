@@ -93,7 +93,7 @@ def drift_out(report) -> dict:
 
 
 def _require_operator(request: HttpRequest, doing: str) -> None:
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise ApiError(403, "forbidden", f"{doing} needs the operator role")
 
 

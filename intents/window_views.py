@@ -68,7 +68,7 @@ def _list_page(
         "form": form or AnalyzeWindowForm(initial=_default_window()),
         "compare": compare or CompareForm(analyses=choices),
         "can_compare": len(choices) >= 1,
-        "can_operate": request.user.is_operator,
+        "can_operate": request.user.may_operate,
         "open_alerts": selectors.open_alert_count(),
         "error": error,
     }
@@ -81,7 +81,7 @@ def windows_view(request: HttpRequest) -> HttpResponse:
     """GET: the analyses, the drift reports and, for operators, the forms. POST: analyse a window (operators)."""
     if request.method == "GET":
         return _list_page(request)
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         return _list_page(request, error=OPERATOR_ONLY, status=403)
     form = AnalyzeWindowForm(request.POST)
     if not form.is_valid():
@@ -103,7 +103,7 @@ def windows_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 def compare_view(request: HttpRequest) -> HttpResponse:
     """POST: store the drift between two analyses (operators) and show it."""
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         return _list_page(request, error=OPERATOR_ONLY, status=403)
     form = CompareForm(request.POST, analyses=selectors.analysis_choices())
     if not form.is_valid():
@@ -270,7 +270,7 @@ def _alerts_page(request: HttpRequest, *, error: str = "", status: int = 200) ->
         "status": wanted,
         "statuses": [*NoveltyAlert.Status.values, "all"],
         "alert_badges": ALERT_BADGES,
-        "can_decide": request.user.is_reviewer or request.user.is_operator,
+        "can_decide": request.user.may_decide_alerts,
         "error": error,
     }
     return render(request, "intents/windows/alerts.html", context, status=status)
@@ -285,7 +285,7 @@ def alerts_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 def alert_decide_view(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_of(alert_id)
-    if not (request.user.is_reviewer or request.user.is_operator):
+    if not request.user.may_decide_alerts:
         return _alerts_page(request, error=DECIDE_ONLY, status=403)
     form = DecideAlertForm(request.POST)
     if not form.is_valid():

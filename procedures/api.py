@@ -55,7 +55,7 @@ def list_active(request: HttpRequest, response: HttpResponse, intent: str | None
     "422 when mining cannot produce a version (too few successful runs, no shared step), with the reason.",
 )
 def mine(request: HttpRequest, body: MineIn):
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise ApiError(403, "forbidden", "mining procedures needs the operator role")
     try:
         result = services.procedure_mine(

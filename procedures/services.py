@@ -221,7 +221,7 @@ def _procedure_steps(version: ProcedureVersion | None) -> tuple[core.ProcedureSt
 
 # --- mining --------------------------------------------------------------------------------------------------------
 def _check_miner(actor: Actor) -> None:
-    if actor.user is not None and not actor.user.is_operator:
+    if actor.user is not None and not actor.user.may_operate:
         raise NotAllowed("mining procedures needs the operator role")
 
 

@@ -55,7 +55,7 @@ def list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def mine_view(request: HttpRequest) -> HttpResponse:
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise PermissionDenied("mining procedures needs the operator role")
     form = MineForm(request.POST)
     if not form.is_valid():
@@ -118,7 +118,7 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
         "active_metrics": active_metrics,
         "replay_charts": charts.replay_charts(page),
         "procedure_trends": charts.procedure_trends(page.procedure),
-        "can_propose": (request.user.is_reviewer or request.user.is_operator)
+        "can_propose": request.user.may_propose
         and not is_active
         and version.status in PROPOSABLE
         and str(version.pk) not in pending,
@@ -152,7 +152,7 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def amend_view(request: HttpRequest, pk: int) -> HttpResponse:
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise PermissionDenied("amending a procedure version needs the operator role")
     version = selectors.version_by_id(pk)
     form = AmendForm(request.POST)
@@ -180,7 +180,7 @@ def amend_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def rubric_floor_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Set or clear the rubric floor of the version's procedure (applies to live replays settled from now on)."""
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise PermissionDenied("setting a procedure's rubric floor needs the operator role")
     version = selectors.version_by_id(pk)
     form = RubricFloorForm(request.POST)
@@ -202,7 +202,7 @@ def rerun_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Run a failed version's replay again with the same settings (operators; audited as replay.rerun), or, when
     the form carries a seed and a held-out share, on another split of its runs (services.procedure_version_resplit:
     this version replayed on the new held-out runs, or a new version when the split learns other steps)."""
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise PermissionDenied("re-running a replay needs the operator role")
     version = selectors.version_by_id(pk)
     if "seed" in request.POST or "held_out_share" in request.POST:

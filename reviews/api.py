@@ -28,7 +28,7 @@ ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 422: Error
 
 def _reviewer(request: HttpRequest):
     user = request.user
-    if not user.is_reviewer:
+    if not user.may_judge:
         raise ApiError(403, "not_a_reviewer", "this operation needs a reviewer's token")
     return user
 

@@ -26,7 +26,7 @@ from .selectors import pending_requests_for, require_member
 
 
 def can_act(user) -> bool:
-    return bool(user.is_authenticated and user.is_active and (user.is_reviewer or user.is_operator))
+    return bool(user.is_authenticated and user.is_active and user.may_assess)
 
 
 def rubric_list(user) -> list[Rubric]:

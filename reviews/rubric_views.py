@@ -7,8 +7,6 @@ proposal or a judging job is open.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -210,7 +208,3 @@ def judge_view(request: HttpRequest, run_id: int) -> HttpResponse:
         return _panel(request, run)
     messages.success(request, f"{judges} model judge(s) are assessing this run.")
     return redirect(_back(run.pk))
-
-
-def promote_url(version) -> str:
-    return reverse("reviews:propose") + "?" + urlencode({"kind": KIND, "candidate_id": version.pk})

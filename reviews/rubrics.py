@@ -141,7 +141,7 @@ def _user_of(actor: Actor) -> User | None:
 
 def _require_actor(actor: Actor, what: str) -> User:
     user = _user_of(actor)
-    if user is None or not (user.is_reviewer or user.is_operator):
+    if user is None or not user.may_assess:
         raise NotAllowed(f"{what} needs the reviewer or operator role", code="not_a_reviewer")
     return user
 
@@ -656,7 +656,7 @@ def rubric_assessment_submit(
     user = _user_of(actor)
     if user is None:
         raise NotAllowed("assessing a run needs an active user", code="not_allowed")
-    if actor.token is None and not (user.is_reviewer or user.is_operator):
+    if actor.token is None and not user.may_assess:
         raise NotAllowed("assessing a run needs the reviewer or operator role", code="not_a_reviewer")
     version = _version(version_id)
     run = load_run(run_id)
@@ -672,14 +672,6 @@ def rubric_assessment_submit(
         kind=RaterKind.PERSON,
         user=user,
     )
-
-
-def rubric_score_recompute(*, run_id: int, version_id: int) -> RubricScoreRow:
-    """Recompute a cached score (e.g. after a rubric core change); no state a person sees changes meaning."""
-    version = _version(version_id)
-    run = load_run(run_id)
-    with transaction.atomic(durable=True):
-        return _recompute(run, version)
 
 
 # --- reaping ---------------------------------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def counts_visible(user: User, request: PromotionRequest, *, judged: bool) -> bo
     """Counts are hidden from a reviewer who may still judge this pending request (not its proposer, not judged
     yet): knowing "1/2 approvals" before judging is the bias independence is for."""
     may_still_judge = (
-        request.is_pending and getattr(user, "is_reviewer", False) and request.proposer_id != user.pk and not judged
+        request.is_pending and getattr(user, "may_judge", False) and request.proposer_id != user.pk and not judged
     )
     return not may_still_judge
 
@@ -208,9 +208,9 @@ def promotion_view(user, request: PromotionRequest) -> PromotionView:
         judgments=judgments if visible else None,
         my_judgment=mine,
         is_proposer=is_proposer,
-        can_judge=pending and user.is_reviewer and not is_proposer and mine is None,
-        can_override=pending and user.is_admin and request.gate_passing is not True and not request.is_overridden,
-        can_withdraw=pending and (is_proposer or user.is_admin),
+        can_judge=pending and user.may_judge and not is_proposer and mine is None,
+        can_override=pending and user.may_administer and request.gate_passing is not True and not request.is_overridden,
+        can_withdraw=pending and user.may_withdraw(request),
         gate_satisfied=gate_satisfied(request),
     )
 
@@ -224,7 +224,7 @@ def queue_for(user, *, kind: str = "") -> list[PromotionRequest]:
     ).annotate(judged_by_me=Exists(Judgment.objects.filter(request=OuterRef("pk"), reviewer=user.pk)))
     if kind:
         queryset = queryset.filter(kind=kind)
-    if user.is_reviewer:
+    if user.may_judge:
         queryset = queryset.annotate(
             pending_for_me=~Q(proposer=user.pk) & Q(judged_by_me=False),
         )
@@ -293,10 +293,6 @@ def recent_closed(user, *, kind: str = "", limit: int = 20) -> list[PromotionReq
     rows = list(queryset.order_by("-closed_at", "-id")[:limit])
     label_rows(rows)
     return rows
-
-
-def is_superseded(request: PromotionRequest) -> bool:
-    return request.status == PromotionStatus.SUPERSEDED
 
 
 def webhook_endpoints(user) -> list[WebhookEndpoint]:

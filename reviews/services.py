@@ -84,7 +84,7 @@ def _user_of(actor: Actor) -> User | None:
 
 def _require_admin(actor: Actor, what: str) -> User:
     user = _user_of(actor)
-    if user is None or not user.is_admin:
+    if user is None or not user.may_administer:
         raise NotAllowed(f"{what} needs the admin role", code="admin_required")
     return user
 
@@ -173,7 +173,7 @@ def promotion_propose(
 ) -> PromotionRequest:
     """A reviewer or operator proposes a candidate; the request records the version it replaces and the gate."""
     user = _user_of(actor)
-    if user is None or not (user.is_reviewer or user.is_operator):
+    if user is None or not user.may_propose:
         raise NotAllowed("proposing a promotion needs the reviewer or operator role", code="not_a_reviewer")
     rationale = _text(rationale, what="a rationale", code="rationale_required")
     promotable = _promotable(kind)
@@ -224,7 +224,7 @@ def promotion_propose(
 
 def promotion_withdraw(*, actor: Actor, request: PromotionRequest) -> PromotionRequest:
     user = _user_of(actor)
-    if user is None or not (user.pk == request.proposer_id or user.is_admin):
+    if user is None or not user.may_withdraw(request):
         raise NotAllowed("only the proposer or an admin may withdraw a request", code="not_the_proposer")
     with transaction.atomic(durable=True):
         locked = _lock(request)
@@ -240,7 +240,7 @@ def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, co
     """One reviewer's independent verdict. A rejection (with a reason) rejects the request; the approval that meets
     the policy applies the promotion in the same transaction. Stale requests become superseded (Conflict)."""
     user = _user_of(actor)
-    if user is None or not user.is_reviewer:
+    if user is None or not user.may_judge:
         raise NotAllowed("judging needs the reviewer role", code="not_a_reviewer")
     if verdict not in Verdict.values:
         raise Invalid(f"verdict must be one of {', '.join(Verdict.values)}", code="invalid_verdict")
@@ -450,7 +450,7 @@ def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
 
     Leases are queue bookkeeping, not a change of any reviewed state: they write no audit event."""
     user = _user_of(actor)
-    if user is None or not user.is_reviewer:
+    if user is None or not user.may_judge:
         raise NotAllowed("the review queue needs the reviewer role", code="not_a_reviewer")
     now = timezone.now()
     with transaction.atomic(durable=True):

@@ -133,7 +133,7 @@ def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str
         "error": error,
         "form": form or {},
         "superseded": item.status == PromotionStatus.SUPERSEDED,
-        "can_propose": request.user.is_reviewer or request.user.is_operator,
+        "can_propose": request.user.may_propose,
     }
     return render(request, "reviews/item.html", context, status=status)
 
@@ -252,7 +252,7 @@ def propose_view(request: HttpRequest) -> HttpResponse:
                 f"Proposed {item.title}, replacing {replaced}; it needs {item.required_approvals} approvals.",
             )
             return redirect("reviews:item", pk=item.pk)
-    elif not (request.user.is_reviewer or request.user.is_operator):
+    elif not request.user.may_propose:
         raise PermissionDenied("proposing a promotion needs the reviewer or operator role")
     groups = _candidate_groups((kind, candidate_id))
     context = {
@@ -292,7 +292,7 @@ def history_view(request: HttpRequest, kind: str, parent_key: str) -> HttpRespon
         "rollback_target": rollback_target,
         "activations": activated,
         "rollback_label": labels.get(rollback_target or "", f"id {rollback_target}"),
-        "can_propose": request.user.is_reviewer or request.user.is_operator,
+        "can_propose": request.user.may_propose,
     }
     return render(request, "reviews/history.html", context)
 
@@ -319,7 +319,7 @@ def rollback_view(request: HttpRequest) -> HttpResponse:
 
 # --- webhooks --------------------------------------------------------------------------------------------------------
 def _require_admin(request: HttpRequest) -> None:
-    if not request.user.is_admin:
+    if not request.user.may_administer:
         raise PermissionDenied("webhooks are managed by admins")
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Create the virtualenv with the first Python >= 3.12 this machine has (pyenv versions included).
+# Create the virtualenv with the first Python >= 3.12 this machine has (pyenv versions included), 3.12 first: the
+# lockfiles in requirements/ are compiled for 3.12 (see docs/decisions.md).
 set -euo pipefail
 venv=${1:-.venv}
-candidates=(python3.13 python3.12 python3)
-for dir in "$HOME"/.pyenv/versions/3.13* "$HOME"/.pyenv/versions/3.12*; do
+candidates=(python3.12 python3.13 python3)
+for dir in "$HOME"/.pyenv/versions/3.12* "$HOME"/.pyenv/versions/3.13*; do
   [ -x "$dir/bin/python" ] && candidates+=("$dir/bin/python")
 done
 for py in "${candidates[@]}"; do

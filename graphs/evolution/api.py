@@ -85,7 +85,7 @@ def round_out(round_) -> dict:
 
 def _require_operator(request: HttpRequest, doing: str) -> None:
     """The scope is granted to operators only (a token loses it with the role); checked again here as mining does."""
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         raise ApiError(403, "forbidden", f"{doing} needs the operator role")
 
 

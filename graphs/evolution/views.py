@@ -184,7 +184,7 @@ def _list_page(
         "polling": any(not run.is_finished for run in page.runs),
         "poll_seconds": POLL_SECONDS,
         "form": form or StartRunForm(),
-        "can_operate": request.user.is_operator,
+        "can_operate": request.user.may_operate,
         "error": error,
     }
     if request.htmx and request.method == "GET":
@@ -199,7 +199,7 @@ def list_view(request: HttpRequest, slug: str) -> HttpResponse:
     workspace = workspace_by_slug(slug)
     if request.method == "GET":
         return _list_page(request, workspace)
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         return _list_page(request, workspace, error=OPERATOR_ONLY, status=403)
     form = StartRunForm(request.POST)
     if not form.is_valid():
@@ -238,8 +238,8 @@ def _run_page(request: HttpRequest, workspace: Workspace, run: EvolutionRun, *, 
         "ceilings": meter.get("ceilings") or run.budget or {},
         "polling": not run.is_finished,
         "poll_seconds": POLL_SECONDS,
-        "can_operate": request.user.is_operator,
-        "can_propose": request.user.is_reviewer or request.user.is_operator,
+        "can_operate": request.user.may_operate,
+        "can_propose": request.user.may_propose,
         "accepted_head": head,
         "head_is_active": head is not None and head.pk == workspace.active_revision_id,
         "head_request": pending.get(str(head.pk)) if head else None,
@@ -266,7 +266,7 @@ def run_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
 def cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     workspace = workspace_by_slug(slug)
     run = selectors.run_of(workspace, run_id)
-    if not request.user.is_operator:
+    if not request.user.may_operate:
         return _run_page(request, workspace, run, error=OPERATOR_ONLY, status=403)
     try:
         run = evolution_cancel(actor=Actor.of_request(request), run=run)

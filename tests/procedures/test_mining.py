@@ -1,6 +1,7 @@
 """Mining: deterministic split, ok-only steps, no duplicate versions, clear refusals, periodic re-mining."""
 
 import pytest
+from django.db import transaction
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
@@ -67,10 +68,24 @@ def test_mining_the_same_runs_twice_stores_one_version(operator, django_capture_
     assert callbacks == []
 
 
+def mine_and_roll_back(user, **kwargs) -> tuple[list[int], list[int]]:
+    """A fresh mining of the same runs (rolled back, so the next one is not answered with the stored version)."""
+    savepoint = transaction.savepoint_create()  # not an atomic block: the service's durable block may run inside it
+    result = mine(user, **kwargs)
+    transaction.savepoint_rollback(savepoint)
+    assert result.created and not ProcedureVersion.objects.exists()
+    split = (sorted(result.version.training_run_ids), sorted(result.version.held_out_run_ids))
+    return split
+
+
 def test_the_same_seed_gives_the_same_split_and_another_seed_may_not(operator):
-    refund_runs(successes=20, failures=6)
-    first = mine(operator).version
-    assert mine(operator, seed=17).version.held_out_run_ids == first.held_out_run_ids
+    ids = refund_runs(successes=20, failures=6)
+    training, held_out = mine_and_roll_back(operator)  # the default seed, 17
+    assert len(held_out) == 6 + 2 and sorted(training + held_out) == sorted(ids)
+    assert mine_and_roll_back(operator, seed=17) == (training, held_out)
+    other_training, other_held_out = mine_and_roll_back(operator, seed=18)
+    assert len(other_held_out) == 6 + 2 and sorted(other_training + other_held_out) == sorted(ids)
+    assert other_held_out != held_out
 
 
 def test_only_ok_steps_are_mined_and_empty_runs_are_skipped(operator):

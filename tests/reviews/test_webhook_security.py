@@ -151,8 +151,17 @@ def test_the_registration_page_refuses_the_metadata_address(admin_user):
 
 
 def test_private_targets_are_allowed_only_when_the_setting_says_so(admin_user, settings):
+    settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = False
+    with pytest.raises(Invalid) as refused:
+        services.webhook_endpoint_create(
+            actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"]
+        )
+    assert refused.value.code == "unsafe_url" and not WebhookEndpoint.objects.exists()
     settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = True
-    services.webhook_endpoint_create(actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"])
+    endpoint, _ = services.webhook_endpoint_create(
+        actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"]
+    )
+    assert WebhookEndpoint.objects.get().pk == endpoint.pk and endpoint.url == "http://127.0.0.1:9/"
 
 
 # --- delivery ---------------------------------------------------------------------------------------------------------

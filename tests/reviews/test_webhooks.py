@@ -3,8 +3,12 @@ attempt log.
 
 The receiving endpoint is a real HTTP server on 127.0.0.1 in a thread (loopback only)."""
 
+import base64
+import hashlib
+import hmac
 import json
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -94,8 +98,23 @@ def test_an_activation_is_delivered_with_a_signature_that_verifies_with_the_shar
     headers, body = receiver.received[0]
     assert Webhook(secret).verify(body, headers) == json.loads(body)  # Standard Webhooks: id, timestamp and body
     assert headers["X-Waymark-Event"] == "promotion.activated"
-    with pytest.raises(WebhookVerificationError):
-        Webhook(services.webhook_secret()).verify(body, headers)
+    # The signature, computed here from the spec (standardwebhooks.com): v1,base64(HMAC-SHA256(base64-decoded secret
+    # after "whsec_", "<webhook-id>.<webhook-timestamp>.<body>")).
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    assert headers["webhook-signature"].split(" ") == [expected]
+    assert abs(int(headers["webhook-timestamp"]) - time.time()) < 60
+    # Changing the id, the timestamp or one byte of the body breaks it.
+    tampered = [
+        ({**headers, "webhook-id": headers["webhook-id"] + "0"}, body),
+        ({**headers, "webhook-timestamp": str(int(headers["webhook-timestamp"]) - 1)}, body),
+        (headers, body.replace(b'"v1"', b'"v2"')),
+    ]
+    for changed_headers, changed_body in tampered:
+        assert changed_body != body or changed_headers != headers
+        with pytest.raises(WebhookVerificationError):
+            Webhook(secret).verify(changed_body, changed_headers)
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 1
     assert delivery.payload["candidate_id"] == "v1" and delivery.payload["promotion"] == request.pk

@@ -156,11 +156,34 @@ def test_the_document_has_the_stored_shape():
     assert document["meta"] == {"origin": "onboarded"}
 
 
+# The skeleton with meta {"origin": "café"}, written out by hand as the spec defines the stored document and its
+# canonical JSON (keys sorted at every level, compact separators, UTF-8 kept), and its SHA-256 computed once with
+# hashlib over these bytes. Neither literal comes from graphs.core.
+SKELETON_CAFE_CANONICAL = (
+    '{"attribute_fields":["condition","guidance","pitfalls"],'
+    '"edges":[{"condition":null,"guidance":null,"pitfalls":null,"relation":"LEADS_TO","source":"Start","target":"End"}],'
+    '"meta":{"origin":"café"},'
+    '"node_types":["ACTION","REASONING","STATUS"],'
+    '"nodes":[{"description":"Task end","id":"End","meta":{},"ref":null,"type":"STATUS"},'
+    '{"description":"Task start","id":"Start","meta":{},"ref":null,"type":"STATUS"}],'
+    '"relations":["LEADS_TO","TRIGGERS","PROVIDES_INPUT_FOR","CONVERGES_TO"],'
+    '"schema":1}'
+)
+SKELETON_CAFE_DIGEST = "89138f8aa48b8b4be1ed6c4c059d3fc59b8a96bc933cbb3c9f0d95e2c4229cc3"
+
+
 def test_the_digest_is_sha256_of_the_canonical_document():
-    graph = five_node_graph().with_meta(origin="x")
-    expected = hashlib.sha256(canonical_json(graph.to_document()).encode("utf-8")).hexdigest()
-    assert graph.digest == expected == sha256_digest(graph.to_document())
-    assert len(graph.digest) == 64
+    assert (
+        hashlib.sha256(SKELETON_CAFE_CANONICAL.encode("utf-8")).hexdigest() == SKELETON_CAFE_DIGEST
+    )  # the literals agree
+    graph = skeleton().with_meta(origin="café")
+    assert canonical_json(graph.to_document()) == SKELETON_CAFE_CANONICAL
+    assert graph.digest == SKELETON_CAFE_DIGEST
+    assert sha256_digest(json.loads(SKELETON_CAFE_CANONICAL)) == SKELETON_CAFE_DIGEST
+    # Loaded with its nodes in another order, it has the same digest (nodes are kept sorted by id).
+    shuffled = json.loads(SKELETON_CAFE_CANONICAL)
+    shuffled["nodes"].reverse()
+    assert Graph.from_document(shuffled).digest == SKELETON_CAFE_DIGEST
 
 
 def test_meta_changes_the_digest_but_not_the_content_digest():

@@ -565,7 +565,15 @@ def test_required_minimum_bounds(minimum):
 
 @pytest.mark.parametrize("minimum", [0, 0.0, 1, 1.0])
 def test_required_minimum_edges_are_allowed(minimum):
-    score_trajectory_rubric(make_run(), make_rubric(), [], required_minimum=minimum)
+    """Both ends are valid and inclusive: a required dimension scoring exactly the minimum passes, below it fails."""
+    at = [assess("accuracy", float(minimum)), assess("safety", float(minimum))]
+    assert score_trajectory_rubric(make_run(), make_rubric(), at, required_minimum=minimum).required_failures == ()
+    if minimum:
+        below = [assess("accuracy", 0.99), assess("safety", 1.0)]
+        score = score_trajectory_rubric(make_run(), make_rubric(), below, required_minimum=minimum)
+        assert score.required_failures == ("accuracy",)
+    missing = score_trajectory_rubric(make_run(), make_rubric(), [], required_minimum=minimum)
+    assert missing.required_failures == ("accuracy", "safety")
 
 
 def test_score_errors_are_not_malformed_output():
