@@ -21,6 +21,17 @@ from .forms import RunFilterForm
 from .models import EVALUATION_SOURCE
 
 PAGE_SIZE = 25
+# The range filters, passed to RunFilters under their own names.
+RANGE_FIELDS = (
+    "score_min",
+    "score_max",
+    "duration_min",
+    "duration_max",
+    "cost_min",
+    "cost_max",
+    "steps_min",
+    "steps_max",
+)
 # The fields that narrow or order the list (kept in paging and export links); the cursor is not one of them.
 FILTER_FIELDS = (
     "q",
@@ -31,14 +42,7 @@ FILTER_FIELDS = (
     "kind",
     "received_from",
     "received_to",
-    "score_min",
-    "score_max",
-    "duration_min",
-    "duration_max",
-    "cost_min",
-    "cost_max",
-    "steps_min",
-    "steps_max",
+    *RANGE_FIELDS,
     "sort",
 )
 # Longer than any query string the form can produce (its max lengths, percent-encoded): refused with a message
@@ -59,19 +63,7 @@ def _filters(form: RunFilterForm) -> selectors.RunFilters:
         kind=values.get("kind") or "production",
         received_from=received_from,
         received_before=received_before,
-        **{
-            name: values.get(name)
-            for name in (
-                "score_min",
-                "score_max",
-                "duration_min",
-                "duration_max",
-                "cost_min",
-                "cost_max",
-                "steps_min",
-                "steps_max",
-            )
-        },
+        **{name: values.get(name) for name in RANGE_FIELDS},
     )
 
 
