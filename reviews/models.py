@@ -7,17 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-
-class PromotionStatus(models.TextChoices):
-    OPEN = "open"
-    APPROVED = "approved"  # enough approvals, waiting for a passing gate or an admin override
-    APPLIED = "applied"
-    REJECTED = "rejected"
-    SUPERSEDED = "superseded"  # the version it replaces is no longer active
-    WITHDRAWN = "withdrawn"
-
-
-PENDING_STATUSES = (PromotionStatus.OPEN, PromotionStatus.APPROVED)
+from .choices import PENDING_STATUSES, DeliveryStatus, PromotionStatus, Verdict, WebhookEvent
 
 
 class PromotionRequest(models.Model):
@@ -78,11 +68,6 @@ class PromotionRequest(models.Model):
         return self.override_by_id is not None
 
 
-class Verdict(models.TextChoices):
-    APPROVE = "approve"
-    REJECT = "reject"
-
-
 class Judgment(models.Model):
     """One reviewer's verdict on one request; the database allows one per (request, reviewer)."""
 
@@ -114,11 +99,6 @@ class QueueLease(models.Model):
 
     def __str__(self) -> str:
         return f"lease on #{self.request_id} until {self.expires_at:%H:%M}"
-
-
-class WebhookEvent(models.TextChoices):
-    ACTIVATED = "promotion.activated"
-    ROLLED_BACK = "promotion.rolled_back"
 
 
 class Activation(models.Model):
@@ -156,12 +136,6 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
-
-
-class DeliveryStatus(models.TextChoices):
-    PENDING = "pending"
-    SENT = "sent"
-    FAILED = "failed"
 
 
 class WebhookDelivery(models.Model):

@@ -2,16 +2,7 @@
 
 from django.db import models
 
-
-class Outcome(models.TextChoices):
-    SUCCESS = "success", "success"
-    FAILURE = "failure", "failure"
-    UNKNOWN = "unknown", "unknown"
-
-
-# Runs an agent sent as the answer to an evaluation job (live replays, evolution evaluations) carry this source
-# (trajectories.job_services); they are evidence for gates, not production traffic, and pages keep them apart.
-EVALUATION_SOURCE = "waymark-evaluation"
+from .choices import EVALUATION_SOURCE, JobStatus, Outcome
 
 
 class RunQuerySet(models.QuerySet):
@@ -144,13 +135,6 @@ class RunDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.source}/{self.intent or '-'} {self.outcome}: {self.runs}"
-
-
-class JobStatus(models.TextChoices):
-    QUEUED = "queued", "queued"
-    LEASED = "leased", "leased"
-    DONE = "done", "done"
-    EXPIRED = "expired", "expired"
 
 
 class Job(models.Model):
