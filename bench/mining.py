@@ -10,14 +10,19 @@ others per-run ones:
   times spread over the whole sorted order, well after the prefix the guess is folded from (the fallback path:
   the full fold and a second alignment pass).
 
-Per input, in the same process, best CPU time of several calls (the 2-core machine is shared):
-* the floor: reading the input once, every step of every run with its tool touched (no algorithm can do less);
+Per input, in the same process, best CPU time of several calls, the floor, the tool read and learn_procedure taking
+turns round after round (the 2-core machine is shared, and its load changes):
+* the floor: reading the input learn_procedure receives once, every step of every run with the two fields §2.1
+  makes every implementation read at every step touched: `ok` (a step whose `ok is not True` must be rejected)
+  and `tool` (the fold compares them all). No correct implementation can read less;
+* the tool read: every step's tool only, the floor before issue 13 (cheaper than any correct implementation, as
+  it skips the `ok` check), printed so the old ratio stays comparable;
 * learn_procedure;
 * the skipping reference (tests/procedures/core/reference.py): the literal reference plus the obvious shortcut,
   a run already containing the current sequence leaves the fold unchanged, so it skips the DP;
 * with `--literal`, the literal reference too (slow: the full DP table of tuples for every run).
-All candidates are asserted equal. Printed: the times, learn_procedure / floor (aim <= 3x) and skipping reference /
-learn_procedure.
+All candidates are asserted equal. Printed: the times, learn_procedure / floor (aim <= 3x), learn_procedure / tool
+read and skipping reference / learn_procedure.
 
     .venv/bin/python bench/mining.py            # 10,000 runs x 40 steps over 30 tools, both inputs
     .venv/bin/python bench/mining.py --quick    # 1,000 runs
@@ -108,23 +113,35 @@ def make_runs(count: int, length: int, *, seed: int, kind: str = "stable") -> di
 
 
 _tool = attrgetter("tool")
+_ok_and_tool = attrgetter("ok", "tool")
 
 
 def read_floor(runs, *, intent):
-    """Every step of every run read once, its tool touched (at C speed: no per-step interpreter work)."""
+    """Every step of every run read once, its `ok` and its tool touched (at C speed: no per-step interpreter work;
+    one pass, which is cheaper than one pass per field)."""
+    for steps in runs.values():
+        deque(map(_ok_and_tool, steps), maxlen=0)
+    return None
+
+
+def read_tools(runs, *, intent):
+    """Every step's tool only: the floor before issue 13, which skips the `ok` every implementation must check."""
     for steps in runs.values():
         deque(map(_tool, steps), maxlen=0)
     return None
 
 
-def timed(function, runs, *, repeats):
-    """The result and the best CPU time of `repeats` calls (CPU time: the 2-core machine is shared)."""
-    best = float("inf")
+def timed(functions, runs, *, repeats):
+    """Per function, its result and best CPU time of `repeats` calls (CPU time: the 2-core machine is shared). The
+    functions take turns, round after round, so a change in the machine's load reaches them all alike."""
+    results = [None] * len(functions)
+    best = [float("inf")] * len(functions)
     for _ in range(repeats):
-        started = time.process_time()
-        result = function(runs, intent="process enterprise refund")
-        best = min(best, time.process_time() - started)
-    return result, best
+        for index, function in enumerate(functions):
+            started = time.process_time()
+            results[index] = function(runs, intent="process enterprise refund")
+            best[index] = min(best[index], time.process_time() - started)
+    return list(zip(results, best, strict=True))
 
 
 def folds(runs) -> int:
@@ -142,9 +159,10 @@ def folds(runs) -> int:
 
 def bench_input(kind: str, count: int, steps: int, seed: int, *, literal: bool) -> None:
     runs = make_runs(count, steps, seed=seed, kind=kind)
-    _, floor_seconds = timed(read_floor, runs, repeats=7)
-    fast, fast_seconds = timed(learn_procedure, runs, repeats=7)
-    skipping, skipping_seconds = timed(skipping_reference_learn_procedure, runs, repeats=3)
+    (_, floor_seconds), (_, tools_seconds), (fast, fast_seconds) = timed(
+        [read_floor, read_tools, learn_procedure], runs, repeats=7
+    )
+    [(skipping, skipping_seconds)] = timed([skipping_reference_learn_procedure], runs, repeats=3)
     assert fast == skipping, "learn_procedure and the skipping reference disagree"
     retained = sum(1 for step in fast.steps if step.arguments)
     print(
@@ -152,16 +170,18 @@ def bench_input(kind: str, count: int, steps: int, seed: int, *, literal: bool) 
         f" the fold shrinks {folds(runs)} times"
     )
     print(f"  learned {len(fast.steps)} steps ({retained} with retained arguments)")
-    print(f"  read floor          {floor_seconds:8.4f} s CPU (best of 7)")
+    print(f"  read floor          {floor_seconds:8.4f} s CPU (best of 7)   ok and tool of every step")
+    print(f"  tool read           {tools_seconds:8.4f} s CPU (best of 7)   tool of every step (the old floor)")
     print(
-        f"  learn_procedure     {fast_seconds:8.4f} s CPU (best of 7)   {fast_seconds / floor_seconds:5.1f}x the floor"
+        f"  learn_procedure     {fast_seconds:8.4f} s CPU (best of 7)   {fast_seconds / floor_seconds:5.1f}x the floor,"
+        f" {fast_seconds / tools_seconds:5.1f}x the tool read"
     )
     print(
         f"  skipping reference  {skipping_seconds:8.4f} s CPU (best of 3)"
         f"   {skipping_seconds / fast_seconds:5.1f}x learn_procedure"
     )
     if literal:
-        reference, reference_seconds = timed(reference_learn_procedure, runs, repeats=2)
+        [(reference, reference_seconds)] = timed([reference_learn_procedure], runs, repeats=2)
         assert fast == reference, "learn_procedure and the literal reference disagree"
         print(
             f"  literal reference   {reference_seconds:8.4f} s CPU (best of 2)"

@@ -3,8 +3,8 @@
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from operator import attrgetter, is_
+from itertools import batched, chain, compress, count, islice, repeat
+from operator import attrgetter, is_, not_
 from types import MappingProxyType
 from typing import Any
 
@@ -19,7 +19,6 @@ NO_SHARED_STEPS = "successful trajectories share no procedure steps"
 
 _ok = attrgetter("ok")
 _tool = attrgetter("tool")
-_arguments = attrgetter("arguments")
 _COMPARES_AS_DICT = frozenset({dict, MappingProxyType})
 
 
@@ -76,12 +75,13 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
     The fold (§2.1 step 2) needs every run's tools before the alignment (step 4) can start, which would mean two
     passes over the steps, the second one reading cold memory. Instead the fold is first run over a sorted prefix of
     the runs (`_GUESS_RUNS`), giving a guess; then one pass over all runs, in the mapping's own order (usually the
-    order the steps were built in, so memory is read sequentially), checks each run's steps, encodes its tools and
-    aligns the guess in it while those steps are in cache (`ArgumentAgreement`). If every run contains the guess,
-    the guess *is* the fold's result: the fold continues from it over the remaining sorted runs, and a current
-    sequence contained in the next run is its LCS with that run (see lcs.py, shortcut 1), so it never changes. If a
-    run does not contain it, the pass goes on checking and encoding, and the fold and the alignment are redone
-    from the codes (a second pass over the aligned steps only).
+    order the steps were built in, so memory is read sequentially), in batches of `_BATCH_RUNS`: it checks the
+    batch's steps, encodes their tools and aligns the guess in them while those steps are in cache
+    (`ArgumentAgreement.add_runs`). If every run contains the guess, the guess *is* the fold's result: the fold
+    continues from it over the remaining sorted runs, and a current sequence contained in the next run is its LCS
+    with that run (see lcs.py, shortcut 1), so it never changes. If a run does not contain it, the pass goes on
+    checking and encoding, and the fold and the alignment are redone from the codes (a second pass over the
+    aligned steps only).
 
     Errors keep the order of §2.1: an unsuccessful run raises SOURCES_INVALID before NO_SHARED_STEPS (every run is
     checked in the pass), and if anything else fails on the way (say, arguments that are no mapping), every run is
@@ -108,6 +108,7 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
 
 
 _GUESS_RUNS = 256  # at least this many sorted runs (and 1/16 of all) are folded for the guess
+_BATCH_RUNS = 64  # runs checked, encoded, then aligned together: about 1 MB of steps at 40 a run, still in cache
 
 
 def _fold_and_retain(
@@ -120,31 +121,35 @@ def _fold_and_retain(
     first_codes, first_steps = run_codes[ordered_ids[0]], runs[ordered_ids[0]]
     guess = shared_codes([run_codes[trajectory_id] for trajectory_id in prefix], codes.ranks())
     agreement: ArgumentAgreement | None = ArgumentAgreement(guess, first_codes, first_steps)
-    for trajectory_id, steps in runs.items():
-        if not all(map(is_, map(_ok, steps), repeat(True))):
-            raise ValueError(SOURCES_INVALID)
-        sequence = run_codes.get(trajectory_id)
-        if sequence is None:
-            sequence = run_codes[trajectory_id] = codes.encode(steps, _tool)
-        if agreement is not None and not agreement.add(sequence, steps):
-            agreement = None  # the guess is not in this run: it was too long
+    for batch in batched(runs.items(), _BATCH_RUNS):
+        batch_runs = [steps for _, steps in batch]
+        _require_successful(batch_runs)
+        sequences = []
+        for trajectory_id, steps in batch:
+            sequence = run_codes.get(trajectory_id)
+            if sequence is None:
+                sequence = run_codes[trajectory_id] = codes.encode(steps, _tool)
+            sequences.append(sequence)
+        if agreement is not None and not agreement.add_runs(sequences, batch_runs):
+            agreement = None  # the guess is not in some run: it was too long
     if agreement is None:
         shared = shared_codes([run_codes[trajectory_id] for trajectory_id in ordered_ids], codes.ranks())
         agreement = ArgumentAgreement(shared, first_codes, first_steps)
-        for trajectory_id, steps in runs.items():
-            agreement.add(run_codes[trajectory_id], steps)
+        for batch in batched(runs.items(), _BATCH_RUNS):
+            agreement.add_runs([run_codes[trajectory_id] for trajectory_id, _ in batch], [steps for _, steps in batch])
     return codes.decode(agreement.shared), agreement.arguments()
 
 
 def identified_runs(trajectories: Mapping[str, Sequence[TrajectoryStep]]) -> dict[str, Sequence[TrajectoryStep]]:
-    """The runs as sequences, after checking that every id is a non-blank string and every run has steps."""
-    runs = {}
-    for trajectory_id, steps in trajectories.items():
-        if not isinstance(steps, list | tuple):
-            steps = tuple(steps)
-        if not isinstance(trajectory_id, str) or not trajectory_id.strip() or not steps:
-            raise ValueError(SOURCES_INVALID)
-        runs[trajectory_id] = steps
+    """The runs as lists or tuples, after checking that every id is a non-blank string and every run has steps
+    (each check one C-level pass over the runs)."""
+    runs = dict(trajectories)
+    if not all(map(isinstance, runs, repeat(str))) or not all(map(str.strip, runs)):
+        raise ValueError(SOURCES_INVALID)
+    if not all(map(isinstance, runs.values(), repeat(list | tuple))):
+        runs = {key: steps if isinstance(steps, list | tuple) else tuple(steps) for key, steps in runs.items()}
+    if not all(runs.values()):
+        raise ValueError(SOURCES_INVALID)
     return runs
 
 
@@ -156,24 +161,24 @@ def _require_successful(runs: Iterable[Sequence[TrajectoryStep]]) -> None:
 def shared_codes(sequences: Sequence[str], ranks: Mapping[str, int]) -> str:
     """Fold `lcs_codes` over the runs' code strings in order.
 
-    A run seen before is skipped, and so is a run that contains the current sequence (tested by a compiled regex):
-    in both cases the fold would return the current sequence unchanged, since it is a subsequence of that run (the
-    current sequence only shrinks, so it stays a subsequence of every run already folded in). Any other run makes
-    the LCS strictly shorter than the current sequence, so at most len(first run) folds need the DP: the whole fold
-    costs O(N·L) for the checks plus at most L tables of L×L cells, whatever the number of runs."""
-    current = sequences[0]
-    contained_in = subsequence_pattern(current).match
-    seen = {current}
-    for sequence in sequences[1:]:
-        if not current:
-            break
-        if sequence in seen:
-            continue
-        seen.add(sequence)
-        if contained_in(sequence):
-            continue
-        current = lcs_codes(current, sequence, ranks)
+    Two kinds of run leave the fold unchanged, so they are skipped: a repeat of a sequence folded before, and a run
+    that contains the current sequence. Both follow from one fact: the current sequence only shrinks and is a
+    subsequence of every run folded in so far (an LCS is a subsequence of both its inputs), and a sequence contained
+    in the next run is its LCS with that run (lcs.py, shortcut 1). So only the distinct sequences are folded, in
+    order of first appearance, and the scan for the next one that does not contain the current sequence runs at C
+    speed (a compiled regex per sequence, `map` and `compress`: no interpreter work per run). Any run found that
+    way makes the LCS strictly shorter than the current sequence, so at most len(first run) folds need the DP: the
+    whole fold costs O(N·L) for the checks plus at most L tables of L×L cells, whatever the number of runs."""
+    distinct = list(dict.fromkeys(sequences))
+    current, start = distinct[0], 1
+    while current:
         contained_in = subsequence_pattern(current).match
+        not_contained = map(not_, map(contained_in, islice(distinct, start, None)))
+        position = next(compress(count(start), not_contained), None)
+        if position is None:
+            break
+        current = lcs_codes(current, distinct[position], ranks)
+        start = position + 1
     return current
 
 
@@ -197,22 +202,22 @@ class ArgumentAgreement:
 
     Every run is compared with the first run, never with its neighbour, so runs can be added in any order. Only
     positions still agreeing are examined: one regex match per distinct code string finds the greedy leftmost
-    alignment, capturing only those positions (runs with the same tool sequence, common in practice, share one
-    match); it is rebuilt only when a position stops agreeing. A run whose aligned arguments are all plain or
-    read-only dicts equal to the expected ones is settled in one tuple comparison (tuple equality is elementwise
-    `==`, the per-position test). `add` returns False, and changes nothing, for a run that does not contain
-    `shared` at all."""
+    alignment, capturing only those positions (`add` keeps one match per distinct code string, as runs with the
+    same tool sequence are common in practice); it is rebuilt only when a position stops agreeing. A run whose
+    aligned arguments are all plain or read-only dicts equal to the expected ones is settled in one list comparison
+    (list equality is elementwise `==`, the per-position test), and so is a whole batch of such runs in `add_runs`.
+    `add` returns False, and changes nothing, for a run that does not contain `shared` at all. (The streamed
+    variant, columns.StreamedAgreement, reuses the alignment: `_align` and `_indexes`.)"""
 
     def __init__(self, shared: str, first_codes: str, first_steps: Sequence[TrajectoryStep]) -> None:
         self.shared = shared
         self._agreeing = list(range(len(shared)))
         self._align()
         self._first = [first_steps[index].arguments for index in self._indexes(first_codes) or ()]
-        self._expected = tuple(dict(arguments) for arguments in self._first)
+        self._expected = [dict(arguments) for arguments in self._first]
 
     def _align(self) -> None:
         self._match = subsequence_pattern(self.shared, capture=frozenset(self._agreeing)).match
-        self._groups = range(1, len(self._agreeing) + 1)
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def _indexes(self, codes: str) -> tuple[int, ...] | None:
@@ -222,7 +227,7 @@ class ArgumentAgreement:
             match = self._match(codes)
             if match is None:
                 return None
-            indexes = self._cache[codes] = tuple(map(match.start, self._groups))
+            indexes = self._cache[codes] = tuple([start for start, _ in match.regs[1:]])
             if len(self._cache) > ALIGNMENTS_REMEMBERED:  # a bound, so memory stays flat in the number of runs
                 self._cache.clear()
         return indexes
@@ -233,9 +238,7 @@ class ArgumentAgreement:
             indexes = self._indexes(codes)
             if indexes is None:
                 return False
-        if not indexes:
-            return True
-        found = tuple(map(_arguments, map(steps.__getitem__, indexes)))
+        found = [steps[index].arguments for index in indexes]
         if found == self._expected and _COMPARES_AS_DICT.issuperset(map(type, found)):
             return True
         pairs = [
@@ -245,8 +248,25 @@ class ArgumentAgreement:
         ]
         if len(pairs) < len(self._agreeing):
             self._agreeing = [k for k, _ in pairs]
-            self._expected = tuple(wanted for _, wanted in pairs)
+            self._expected = [wanted for _, wanted in pairs]
             self._align()
+        return True
+
+    def add_runs(self, sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
+        """`add` for each of several runs (their code strings and steps, in the same order), settled in one list
+        comparison when every run's aligned arguments are plain or read-only dicts equal to the expected ones (the
+        common case: no interpreter work per run but the alignment). Returns False, and changes nothing, if some
+        run does not contain `shared`."""
+        matches = list(map(self._match, sequences))
+        if any(map(is_, matches, repeat(None))):
+            return False
+        found = [
+            steps[start].arguments for match, steps in zip(matches, runs, strict=True) for start, _ in match.regs[1:]
+        ]
+        if found == self._expected * len(runs) and _COMPARES_AS_DICT.issuperset(map(type, found)):
+            return True
+        for sequence, steps in zip(sequences, runs, strict=True):
+            self.add(sequence, steps)
         return True
 
     def arguments(self) -> list[Mapping[str, Any]]:

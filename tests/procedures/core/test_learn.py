@@ -3,6 +3,7 @@
 import hashlib
 import os
 from collections.abc import Mapping
+from operator import attrgetter
 from types import MappingProxyType
 
 import pytest
@@ -25,6 +26,9 @@ def run(*tools, ok=True, arguments=None):
 
 def tools_of(candidate):
     return [step.tool for step in candidate.steps]
+
+
+_tool = attrgetter("tool")
 
 
 def test_it_learns_the_seed_refund_example():
@@ -167,11 +171,18 @@ def test_it_requires_an_intent_and_a_run(runs, intent):
         {"a": run("x"), "b": run("x", ok=False)},
         {"a": run("x"), "b": run("x", ok=None)},
         {"a": [*run("x"), TrajectoryStep(1, "y", "execute", ok=1)]},
+        {"a": run("x"), 7: run("x")},
+        {"a": run("x"), "b": iter([])},
     ],
 )
 def test_it_rejects_unidentified_empty_or_unsuccessful_runs(runs):
     with pytest.raises(ValueError, match=r"^source trajectories must be identified, non-empty, and successful$"):
         learn_procedure(runs, intent="refund")
+
+
+def test_runs_given_as_iterables_are_read_once_as_sequences():
+    runs = {"a": iter(run("x", "y")), "b": (step for step in run("x", "z", "y"))}
+    assert tools_of(learn_procedure(runs, intent="i")) == ["x", "y"]
 
 
 def test_an_empty_intent_is_reported_before_bad_runs():
@@ -411,3 +422,89 @@ def test_a_failed_step_wins_over_arguments_that_are_no_mapping():
         learn_procedure(runs, intent="i")
     with pytest.raises(ValueError, match=r"^source trajectories must be identified, non-empty, and successful$"):
         reference_learn_procedure(runs, intent="i")
+
+
+# --- batches: runs are checked, encoded and aligned `_BATCH_RUNS` at a time; the fold skips repeats at C speed -----
+
+
+@settings(max_examples=300 * SCALE, deadline=None)
+@given(st.one_of(tool_runs(), repeated_runs()), st.integers(min_value=1, max_value=40), st.integers(1, 5))
+def test_batch_edges_anywhere_change_nothing(runs, guess_runs, batch_runs):
+    # A batch whose aligned arguments all equal the expected dicts is settled in one comparison, any other batch
+    # (differing values, read-only or caller mappings) run by run; with a short guess, some batch lacks the guess
+    # and the second pass runs in batches too.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learn, "_GUESS_RUNS", guess_runs)
+        patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+        assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
+
+
+def test_a_failed_step_in_a_later_batch_wins_over_arguments_that_are_no_mapping():
+    runs = {f"{index:02}": run("a", "b") for index in range(9)}
+    runs["04"] = [TrajectoryStep(0, "a", "execute", None, ok=True), *run("b")]
+    runs["08"] = run("a", "b", ok=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learn, "_BATCH_RUNS", 3)
+        with pytest.raises(ValueError, match=r"^source trajectories must be identified"):
+            learn_procedure(runs, intent="i")
+        del runs["08"]
+        with pytest.raises(TypeError):
+            learn_procedure(runs, intent="i")
+
+
+def test_a_batch_with_a_run_lacking_the_sequence_is_refused_whole():
+    codes = ToolCodes()
+    first = run("a", "b", arguments={0: {"n": 1}, 1: {"n": 2}})
+    differing = run("a", "b", arguments={0: {"n": 9}, 1: {"n": 2}})
+    lacking = run("b", "a", arguments={0: {"n": 2}, 1: {"n": 1}})
+    agreement = learn.ArgumentAgreement(codes.encode(["a", "b"]), codes.encode(first, _tool), first)
+    batch = [differing, lacking]
+    assert not agreement.add_runs([codes.encode(steps, _tool) for steps in batch], batch)
+    assert [dict(arguments) for arguments in agreement.arguments()] == [{"n": 1}, {"n": 2}]
+    assert agreement.add_runs([codes.encode(differing, _tool)], [differing])
+    assert [dict(arguments) for arguments in agreement.arguments()] == [{}, {"n": 2}]
+
+
+@st.composite
+def sequences_with_repeats(draw):
+    pool = draw(st.lists(st.lists(TOOLS, max_size=8), min_size=1, max_size=4))
+    order = draw(st.lists(st.integers(min_value=0, max_value=len(pool) - 1), min_size=1, max_size=12))
+    return [tuple(pool[index]) for index in order]
+
+
+@settings(max_examples=400 * SCALE, deadline=None)
+@given(sequences_with_repeats())
+def test_the_fold_skipping_repeats_and_contained_runs_is_the_literal_fold(sequences):
+    literal = sequences[0]
+    for sequence in sequences[1:]:
+        literal = reference_lcs(literal, sequence)
+    codes = ToolCodes()
+    encoded = [codes.encode(sequence) for sequence in sequences]
+    assert codes.decode(learn.shared_codes(encoded, codes.ranks())) == literal
+
+
+def test_the_fold_folds_a_run_that_follows_repeats_of_contained_ones():
+    codes = ToolCodes()
+    sequences = [("a", "b", "c"), ("a", "x", "b", "c"), ("a", "b", "c"), ("a", "x", "b", "c"), ("c", "a", "b")]
+    encoded = [codes.encode(sequence) for sequence in sequences]
+    assert codes.decode(learn.shared_codes(encoded, codes.ranks())) == ("a", "b")
+
+
+class AlwaysEqual(dict):
+    """A caller's mapping whose own `==` says yes to everything: §2.1 compares plain dicts, so it is not asked."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+
+@pytest.mark.parametrize("batch_runs", [1, 2, 64])
+def test_arguments_compare_as_plain_dicts_not_by_their_own_equality(batch_runs):
+    runs = {f"{index:02}": run("a", "b", arguments={0: {"n": 1}, 1: {"m": 1}}) for index in range(5)}
+    runs["03"] = run("a", "b", arguments={0: AlwaysEqual(n=2), 1: AlwaysEqual(m=1)})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+        candidate = learn_procedure(runs, intent="i")
+    assert candidate == reference_learn_procedure(runs, intent="i")
+    assert [dict(step.arguments) for step in candidate.steps] == [{}, {"m": 1}]
