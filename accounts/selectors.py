@@ -39,6 +39,12 @@ def token_of_user(user: User, token_id: int) -> ApiToken:
     return get_object_or_404(ApiToken, pk=token_id, user=user)
 
 
+def latest_audit_events(limit: int) -> list[AuditEvent]:
+    """The newest `limit` audit events with their actors, without the before/after documents (one query); callers
+    blind them for their viewer (accounts.blinding)."""
+    return list(AuditEvent.objects.select_related("actor_user", "actor_token").defer("before", "after")[:limit])
+
+
 @dataclass(frozen=True)
 class AuditFilters:
     actor: str = ""  # a username, or "system" for events with no user

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import login as auth_login
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.utils import timezone
@@ -189,6 +190,30 @@ def ensure_roles() -> list[str]:
             if was_created:
                 created.append(role.value)
     return created
+
+
+def user_create(
+    *, actor: Actor, username: str, email: str, password: str, roles: list[Role], superuser: bool = False
+) -> User:
+    """A person's account with these roles (a superuser is staff too), audited as user.create (seed_demo's users)."""
+    with transaction.atomic(durable=True):
+        user = User(username=username, email=email, is_superuser=superuser, is_staff=superuser)
+        user.set_password(password)
+        user.save()
+        user.groups.set([Group.objects.get_or_create(name=Role(role).value)[0] for role in roles])
+        audit_record(
+            actor=actor,
+            verb="user.create",
+            target=user,
+            after={"username": username, "roles": [str(role) for role in roles], "superuser": superuser},
+        )
+    return user
+
+
+def session_log_in(*, request, user: User, ip: str) -> None:
+    """Log `user` in on this request (Django's session and last_login) and record the success."""
+    auth_login(request, user)
+    login_success_record(user=user, ip=ip)
 
 
 # --- login ------------------------------------------------------------------------------------------------------

@@ -24,12 +24,14 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.utils import timezone
 
 from .models import ApiToken, User
 
 log = logging.getLogger("waymark.auth")
+# What accounts.services.api_token_authenticate returns: other apps and config name the type through this alias.
+VerifiedToken = ApiToken
 VERSION_KEY = "waymark:auth:version"
 _USER_FIELDS = tuple(field.attname for field in User._meta.concrete_fields if field.attname != "password")
 _TOKEN_FIELDS = tuple(field.attname for field in ApiToken._meta.concrete_fields)
@@ -37,8 +39,9 @@ _TOKEN_FIELDS = tuple(field.attname for field in ApiToken._meta.concrete_fields)
 
 @dataclass(frozen=True)
 class _Entry:
-    token: dict
-    user: dict
+    token: tuple  # the values of _TOKEN_FIELDS
+    scopes: tuple[str, ...]  # the effective scopes (api_token_authenticate may narrow the stored ones)
+    user: tuple  # the values of _USER_FIELDS (the password hash is never kept: it stays deferred)
     roles: frozenset[str]
     version: str
     expires: float
@@ -97,8 +100,9 @@ class TokenCache:
             return
         user = token.user
         entry = _Entry(
-            token={name: getattr(token, name) for name in _TOKEN_FIELDS} | {"scopes": list(token.scopes)},
-            user={name: getattr(user, name) for name in _USER_FIELDS},
+            token=tuple(getattr(token, name) for name in _TOKEN_FIELDS),
+            scopes=tuple(token.scopes),
+            user=tuple(getattr(user, name) for name in _USER_FIELDS),
             roles=frozenset(user.groups.values_list("name", flat=True)),
             version=version,
             expires=time.monotonic() + settings.WAYMARK_TOKEN_CACHE_SECONDS,
@@ -133,12 +137,13 @@ class TokenCache:
 
 
 def _rebuild(entry: _Entry) -> ApiToken:
-    """Fresh model instances per request (requests never share a mutable object)."""
-    user = User(**entry.user)
+    """Fresh model instances per request (requests never share a mutable object), built as the ORM builds the rows
+    it reads (`from_db`: positional values, the user's password deferred, not blank)."""
+    user = User.from_db(DEFAULT_DB_ALIAS, _USER_FIELDS, entry.user)
     user._role_names = entry.roles
-    token = ApiToken(**entry.token)
-    token.user = user
-    token.scopes = list(entry.token["scopes"])
+    token = ApiToken.from_db(DEFAULT_DB_ALIAS, _TOKEN_FIELDS, entry.token)
+    ApiToken.user.field.set_cached_value(token, user)  # user_id is set already: only the related object is cached
+    token.scopes = list(entry.scopes)
     return token
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login as auth_login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
@@ -64,8 +63,7 @@ def login_view(request: HttpRequest) -> HttpResponse:
     form = AuthenticationForm(request, data=request.POST)
     if form.is_valid():
         user = form.get_user()
-        auth_login(request, user)
-        services.login_success_record(user=user, ip=ip)
+        services.session_log_in(request=request, user=user, ip=ip)
         return redirect(next_url)
     notice = ""
     password_checked = form.has_error(NON_FIELD_ERRORS, "invalid_login") or form.has_error(NON_FIELD_ERRORS, "inactive")

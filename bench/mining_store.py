@@ -6,9 +6,9 @@ intent (default 100,000; `--quick` 10,000), 80% successful, 4 to 6 steps each (a
 one run in ten, an optional step in one in five, per-run and constant arguments). Then, in the same process:
 
 * the floor: one raw SQL read of every step row of the intent's runs (what any mining must read at least once);
-* Waymark: `procedure_mine` (select the runs, seeded split, the training runs' ok steps streamed as columns,
-  the fold, the version stored) and `replay_offline_run` (the held-out runs streamed as columns, judged, the gate,
-  the case rows copied in).
+* Waymark: `procedure_mine` (the seeded split in the database, the training runs' ok steps streamed as columns,
+  the fold, the version stored with its run-id lists written in SQL) and `replay_offline_run` (the held-out ids
+  and runs streamed as columns, judged, the gate, the case rows copied in).
 
 Prints both times, the case count and the ratio (Waymark / floor; aim <= 3x). Best of `--repeat` (default 2) for
 both, to keep the machine's other load out of the figure.
@@ -176,16 +176,17 @@ def _reset_procedures() -> None:
 
 def _waymark() -> tuple[float, float, object]:
     from accounts.services import Actor
-    from procedures import services
+    from procedures.mining_services import procedure_mine
     from procedures.models import ReplayRun
+    from procedures.offline_replay_services import replay_offline_run
 
     _reset_procedures()
     started = time.perf_counter()
-    result = services.procedure_mine(actor=Actor.system(), intent=INTENT, live=False)
+    result = procedure_mine(actor=Actor.system(), intent=INTENT, live=False)
     mined = time.perf_counter()
     (replay_id,) = (replay.pk for replay in result.replays)
     del result  # the replay runs in a task of its own: it starts from the replay row, as a worker does
-    replay = services.replay_offline_run(replay=ReplayRun.objects.get(pk=replay_id))
+    replay = replay_offline_run(replay=ReplayRun.objects.get(pk=replay_id))
     replayed = time.perf_counter()
     return mined - started, replayed - mined, replay
 

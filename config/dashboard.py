@@ -1,25 +1,34 @@
 """The dashboard's reads: a fixed number of queries whatever the data size.
 
 Runs here are production runs only (`production()`): runs answering evaluation jobs are gate evidence, counted apart
-and linked to the runs list filtered by `?kind=evaluation`. Counts and charts read the daily totals kept by ingest
-(trajectories.rollup.RunDay), never every run.
+and linked to the runs list filtered by `?kind=evaluation`. Counts and charts read the totals kept by ingest
+(trajectories.selectors.run_counts, production_day_totals: two queries over a few hundred and a few thousand rows),
+never every run. Other apps' rows come through their selectors.
 """
 
 import datetime as dt
 from dataclasses import dataclass, field
 
-from django.db.models import Q, Sum
 from django.urls import NoReverseMatch, reverse
 
 from accounts.blinding import blind
-from accounts.models import AuditEvent
-from llm.models import ModelCall
+from accounts.selectors import latest_audit_events
+from llm.selectors import model_call_count
 from reviews.selectors import pending_count
-from trajectories.models import Outcome, Run, RunDay
+from trajectories.choices import Outcome
+from trajectories.selectors import (
+    DayTotal,
+    RunCounts,
+    production_day_totals,
+    recent_production_runs,
+    run_counts,
+)
 
 from . import charts
+from .formats import fixed
 
 RECENT_RUNS = 5
+OUTCOMES = frozenset(Outcome.values)
 RECENT_EVENTS = 10
 TOP_INTENTS = 5
 
@@ -43,28 +52,20 @@ def _url(name: str, *args, query: str = "") -> str:
         return ""
 
 
-def _counts() -> list[Stat]:
-    runs = RunDay.objects.production().aggregate(
-        total=Sum("runs", default=0),
-        success=Sum("runs", filter=Q(outcome=Outcome.SUCCESS), default=0),
-        failure=Sum("runs", filter=Q(outcome=Outcome.FAILURE), default=0),
-        step_sum=Sum("steps", default=0),
-    )
+def _counts(counts: RunCounts) -> list[Stat]:
     return [
-        Stat("Runs", runs["total"], _url("trajectories:list")),
-        Stat("Successful runs", runs["success"], _url("trajectories:list", query="outcome=success")),
-        Stat("Failed runs", runs["failure"], _url("trajectories:list", query="outcome=failure")),
-        Stat("Steps", runs["step_sum"]),
-        Stat("Model calls", ModelCall.objects.count(), _url("llm:calls")),
+        Stat("Runs", counts.runs, _url("trajectories:list")),
+        Stat("Successful runs", counts.successes, _url("trajectories:list", query="outcome=success")),
+        Stat("Failed runs", counts.failures, _url("trajectories:list", query="outcome=failure")),
+        Stat("Steps", counts.steps),
+        Stat("Model calls", model_call_count(), _url("llm:calls")),
         Stat("Open reviews", pending_count(), _url("reviews:queue")),
     ]
 
 
-def _recent_events(viewer) -> list[AuditEvent]:
+def _recent_events(viewer) -> list:
     """The latest events; a judgment of something still open names no one unless `viewer` has judged it too."""
-    events = blind(
-        AuditEvent.objects.select_related("actor_user", "actor_token").defer("before", "after")[:RECENT_EVENTS], viewer
-    )
+    events = blind(latest_audit_events(RECENT_EVENTS), viewer)
     for event in events:
         page = TARGET_PAGES.get(event.target_type)
         event.target_url = _url(page, event.target_id) if page and event.target_id.isdigit() else ""
@@ -86,24 +87,21 @@ class DayRow:
     def runs(self) -> int:
         return self.success + self.failure + self.unknown
 
+    @property
+    def cost_text(self) -> str:
+        return fixed(self.cost, 4)
 
-def daily_rows(days: list[dt.date]) -> list[DayRow]:
-    """Runs by outcome, tokens and cost per day of `days` (received at, local days): one GROUP BY query."""
+
+def daily_rows(days: list[dt.date], totals: list[DayTotal]) -> list[DayRow]:
+    """Runs by outcome, tokens and cost per day of `days` (received at, local days)."""
     rows = {day: DayRow(day) for day in days}
-    grouped = (
-        RunDay.objects.production()
-        .filter(day__gte=days[0])
-        .values("day", "outcome")
-        .annotate(run_sum=Sum("runs"), token_sum=Sum("tokens"), cost_sum=Sum("cost"))
-        .order_by()
-    )
-    for item in grouped:
-        row = rows.get(item["day"])
-        if row is None or item["outcome"] not in Outcome.values:
+    for total in totals:
+        row = rows.get(total.day)
+        if row is None or total.outcome not in OUTCOMES:
             continue
-        setattr(row, item["outcome"], item["run_sum"])
-        row.tokens += item["token_sum"] or 0
-        row.cost += item["cost_sum"] or 0.0
+        setattr(row, total.outcome, getattr(row, total.outcome) + total.runs)
+        row.tokens += total.tokens
+        row.cost += total.cost
     for row in rows.values():
         row.cost = round(row.cost, 4)
     return list(rows.values())
@@ -155,33 +153,31 @@ class IntentRates:
         return [charts.rate(part, whole) for part, whole in zip(self.success, self.total, strict=True)]
 
     @property
-    def cells(self) -> list[tuple[int, int, float | None]]:
-        return list(zip(self.success, self.total, self.rates, strict=True))
+    def cells(self) -> list[tuple[int, int, str]]:
+        """(successes, runs, the rate with two decimals or "" on a day without runs) per day."""
+        rates = ["" if rate is None else fixed(rate, 2) for rate in self.rates]
+        return list(zip(self.success, self.total, rates, strict=True))
 
 
-def intent_rates(days: list[dt.date], *, top: int = TOP_INTENTS) -> list[IntentRates]:
-    """The `top` intents by production runs in the window (ties by name), each with its daily success counts:
-    two queries (the top intents, then one GROUP BY day and intent)."""
-    window = RunDay.objects.production().filter(day__gte=days[0]).exclude(intent="")
-    leaders = window.values("intent").annotate(run_sum=Sum("runs")).order_by("-run_sum", "intent")[:top]
-    result = {item["intent"]: IntentRates(item["intent"], item["run_sum"]) for item in leaders}
-    if not result:
-        return []
+def intent_rates(days: list[dt.date], totals: list[DayTotal], *, top: int = TOP_INTENTS) -> list[IntentRates]:
+    """The `top` intents by production runs in the window (ties by name), each with its daily success counts."""
     index = {day: position for position, day in enumerate(days)}
-    for item in result.values():
-        item.success = [0] * len(days)
-        item.total = [0] * len(days)
-    grouped = (
-        window.filter(intent__in=list(result))
-        .values("day", "intent")
-        .annotate(total=Sum("runs"), success=Sum("runs", filter=Q(outcome=Outcome.SUCCESS), default=0))
-        .order_by()
-    )
-    for row in grouped:
-        position = index.get(row["day"])
-        if position is not None:
-            result[row["intent"]].success[position] = row["success"]
-            result[row["intent"]].total[position] = row["total"]
+    runs: dict[str, int] = {}
+    for total in totals:
+        if total.intent and total.day in index:
+            runs[total.intent] = runs.get(total.intent, 0) + total.runs
+    leaders = sorted(runs, key=lambda intent: (-runs[intent], intent))[:top]
+    result = {
+        intent: IntentRates(intent, runs[intent], success=[0] * len(days), total=[0] * len(days)) for intent in leaders
+    }
+    for total in totals:
+        item = result.get(total.intent)
+        position = index.get(total.day)
+        if item is None or position is None:
+            continue
+        item.total[position] += total.runs
+        if total.outcome == Outcome.SUCCESS:
+            item.success[position] += total.runs
     return list(result.values())
 
 
@@ -204,22 +200,19 @@ def intent_table(days: list[dt.date], rows: list[IntentRates]) -> list[dict]:
 
 
 def dashboard_context(viewer=None) -> dict:
-    recent_runs = (
-        Run.objects.production()
-        .only("id", "source", "external_id", "task", "intent", "outcome", "score", "step_count", "created_at")
-        .order_by("-id")[:RECENT_RUNS]
-    )
+    counts = run_counts()
     days = charts.window_days()
-    daily = daily_rows(days)
-    intents = intent_rates(days)
+    totals = production_day_totals(days[0])
+    daily = daily_rows(days, totals)
+    intents = intent_rates(days, totals)
     return {
-        "counts": _counts(),
+        "counts": _counts(counts),
         "evaluation_runs": Stat(
             "evaluation runs not counted",
-            RunDay.objects.evaluation().aggregate(n=Sum("runs", default=0))["n"],
+            counts.evaluation_runs,
             _url("trajectories:list", query="kind=evaluation"),
         ),
-        "recent_runs": list(recent_runs),
+        "recent_runs": recent_production_runs(RECENT_RUNS),
         "recent_events": _recent_events(viewer),
         "window_days": len(days),
         "daily": daily,

@@ -10,18 +10,38 @@ key expires with its window. Two limits apply under /api/v1/ (config/auth.py):
   before any token is looked at, valid or not, until the window ends.
 
 Over a limit the API answers 429 with the Error body (code `rate_limited`) and `Retry-After` in seconds.
+
+So that an agent's per-step call makes no shared-cache round trip, each process keeps what it knows in memory
+(`Counter`, one per scope and subject):
+
+- Token calls are counted in the process and added to the shared count in one `incr` (a *flush*) on a subject's
+  first call in a window, once WAYMARK_API_RATE_BATCH calls are unflushed, once the last flush is older than
+  WAYMARK_API_RATE_FLUSH_SECONDS, and on every call once the count is within a batch of the limit. A call is refused
+  when the shared count last read plus the process's unflushed calls pass the limit. Precision: one process alone is
+  exact; with several, each process may accept the calls it has not flushed yet on a shared count that other
+  processes have moved since it read it, so a token can exceed its limit by fewer than WAYMARK_API_RATE_BATCH calls
+  per web process (at most P × (BATCH − 1) with P processes), never more.
+- Failed authentications are written to the shared count at once (batch of one), every one of them. Whether an IP
+  has reached its limit is read from the shared cache at most once per WAYMARK_API_RATE_CHECK_SECONDS per process
+  and is known at once in the process that counted the failure: an IP blocked through another process is refused
+  here within that time, and each process lets at most one more failed attempt through than the limit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
+from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from django.core.cache.backends.redis import RedisCache
 
 from .errors import ApiError
+
+MAX_COUNTERS = 10_000  # subjects kept per process; past it, counters of ended windows are dropped
 
 
 class RateLimited(ApiError):
@@ -45,23 +65,110 @@ def _key(scope: str, subject: str, start: int) -> str:
     return f"waymark:rate:{scope}:{digest}:{start}"
 
 
-def hit(scope: str, subject: str, *, limit: int, window: int) -> int | None:
-    """Count one hit; None while within `limit` hits per window, else the seconds until the window ends."""
-    start, remaining = _window(window)
-    key = _key(scope, subject, start)
-    cache.add(key, 0, timeout=window + 1)
+@dataclass
+class Counter:
+    """What this process knows of one subject's count in one window."""
+
+    start: int  # the window's start
+    shared: int = 0  # the shared count as last read (this process's flushed hits included)
+    unflushed: int = 0  # hits counted here and not yet added to the shared count
+    read_at: float | None = None  # monotonic time of the last read or flush; None: never in this window
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def known(self) -> int:
+        return self.shared + self.unflushed
+
+
+class Counters:
+    """The process's counters, one per (scope, subject), for the current window only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[tuple[str, str], Counter] = {}
+
+    def get(self, scope: str, subject: str, start: int) -> Counter:
+        counter = self._counters.get((scope, subject))
+        if counter is not None and counter.start == start:
+            return counter
+        with self._lock:
+            counter = self._counters.get((scope, subject))
+            if counter is None or counter.start != start:
+                if len(self._counters) >= MAX_COUNTERS:
+                    self._counters = {key: c for key, c in self._counters.items() if c.start >= start}
+                    if len(self._counters) >= MAX_COUNTERS:
+                        self._counters.clear()
+                counter = self._counters[(scope, subject)] = Counter(start)
+            return counter
+
+    def clear(self) -> None:
+        """Forget everything counted here and not flushed (tests)."""
+        with self._lock:
+            self._counters.clear()
+
+
+counters = Counters()
+
+
+def _flush(counter: Counter, key: str, window: int) -> None:
+    """Add the unflushed hits to the shared count and read it back (the caller holds counter.lock)."""
+    counter.shared = _add_to_shared(key, counter.unflushed, timeout=window + 1)
+    counter.unflushed = 0
+    counter.read_at = time.monotonic()
+
+
+def _add_to_shared(key: str, amount: int, *, timeout: int) -> int:
+    """Add `amount` to the shared count under `key` (created with `timeout`); the count after. On Redis one round trip
+    (INCRBY and EXPIRE NX in one pipeline); elsewhere the cache API (add, then the atomic incr)."""
+    backend = caches[DEFAULT_CACHE_ALIAS]
+    if isinstance(backend, RedisCache):
+        full_key = backend.make_and_validate_key(key)
+        pipeline = backend._cache.get_client(full_key, write=True).pipeline(transaction=False)  # Django's pool
+        pipeline.incrby(full_key, amount)
+        pipeline.expire(full_key, timeout, nx=True)
+        return int(pipeline.execute()[0])
+    if cache.add(key, amount, timeout=timeout):
+        return amount
     try:
-        count = cache.incr(key)
+        return cache.incr(key, amount)
     except ValueError:  # the key expired between add and incr
-        cache.set(key, 1, timeout=window + 1)
-        count = 1
-    return remaining if count > limit else None
+        cache.set(key, amount, timeout=timeout)
+        return amount
+
+
+def hit(scope: str, subject: str, *, limit: int, window: int, batch: int = 1) -> int | None:
+    """Count one hit; None while within `limit` hits per window, else the seconds until the window ends.
+
+    With `batch` > 1 hits are added to the shared count in batches (see the module docstring); 1 writes each one."""
+    start, remaining = _window(window)
+    counter = counters.get(scope, subject, start)
+    with counter.lock:
+        counter.unflushed += 1
+        due = (
+            counter.read_at is None
+            or counter.unflushed >= batch
+            or counter.known + batch > limit
+            or time.monotonic() - counter.read_at >= settings.WAYMARK_API_RATE_FLUSH_SECONDS
+        )
+        if due:
+            _flush(counter, _key(scope, subject, start), window)
+        return remaining if counter.known > limit else None
 
 
 def reached(scope: str, subject: str, *, limit: int, window: int) -> int | None:
-    """Without counting: the seconds until the window ends if `limit` hits are already counted in it, else None."""
+    """Without counting: the seconds until the window ends if `limit` hits are already counted in it, else None.
+
+    The shared count is read at most once per WAYMARK_API_RATE_CHECK_SECONDS; this process's own hits count at once."""
     start, remaining = _window(window)
-    return remaining if (cache.get(_key(scope, subject, start)) or 0) >= limit else None
+    counter = counters.get(scope, subject, start)
+    with counter.lock:
+        stale = counter.read_at is None or (
+            time.monotonic() - counter.read_at >= settings.WAYMARK_API_RATE_CHECK_SECONDS
+        )
+        if stale:
+            counter.shared = max(counter.shared, cache.get(_key(scope, subject, start)) or 0)
+            counter.read_at = time.monotonic()
+        return remaining if counter.known >= limit else None
 
 
 # --- the API's two limits ----------------------------------------------------------------------------------------
@@ -74,6 +181,7 @@ def check_token(token_id: int) -> None:
         str(token_id),
         limit=settings.WAYMARK_API_RATE_PER_TOKEN,
         window=settings.WAYMARK_API_RATE_WINDOW_SECONDS,
+        batch=settings.WAYMARK_API_RATE_BATCH,
     )
     if retry_after is not None:
         raise RateLimited("too many requests for this token; retry after the window ends", retry_after)

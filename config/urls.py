@@ -5,6 +5,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import error_views, views
 from .api import api
+from .step_api import API_PREFIX, step_urlpatterns
 
 # Styled error pages with the navigation (the API's Error body under /api/): config/error_views.py.
 handler403 = error_views.permission_denied
@@ -19,7 +20,9 @@ def api_not_found(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=404)
 
 
+ninja_urls = api.urls
 urlpatterns = [
+    *step_urlpatterns(API_PREFIX, ninja_urls[0]),  # the per-step calls (first: matched on every agent step)
     path("", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("accounts.urls")),
@@ -30,7 +33,7 @@ urlpatterns = [
     path("intents/", include("intents.urls")),
     path("reviews/", include("reviews.urls")),
     path("api/v1/", api_not_found),  # ninja's root view raises a bare Http404 (HTML): answer it here
-    path("api/v1/", api.urls),
+    path("api/v1/", ninja_urls),
     re_path(r"^api/v1(?:/|$)", api_not_found),  # after the API's own paths: only what they leave unmatched
     path("admin/", admin.site.urls),
 ]

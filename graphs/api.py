@@ -10,14 +10,17 @@ import json
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import parse_etags
 from ninja import Query, Router, Status
+from pydantic import ValidationError
 
 from config.auth import scoped
 from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
+from config.plain_models import plain_model
+from config.text import first_unencodable, is_json_request
 from llm.core import ModelError
 
 from . import cache, selectors
-from .guidance import NoActiveGraph, workspace_guidance
+from .guidance import NoActiveGraph, guidance_body
 from .schemas import (
     GraphRevisionOut,
     GuidanceIn,
@@ -29,8 +32,11 @@ from .schemas import (
 
 router = Router(tags=["graphs"])
 
-READ = scoped("graphs:read")
-GUIDE = scoped("graphs:guide")
+READ_SCOPE = "graphs:read"
+GUIDE_SCOPE = "graphs:guide"
+READ = scoped(READ_SCOPE)
+GUIDE = scoped(GUIDE_SCOPE)
+JSON = "application/json; charset=utf-8"  # what ninja's renderer answers
 
 
 def _summary_out(summary: dict | None) -> dict | None:
@@ -90,6 +96,12 @@ def _active_headers(response: HttpResponse, summary: dict) -> HttpResponse:
     summary="The active graph (refiner shape) with digest, seq and meta; strong ETag, If-None-Match answers 304",
 )
 def active_graph(request: HttpRequest, ws: str):
+    return active_graph_response(request, ws)
+
+
+def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
+    """The active graph from its encoded body (kept per revision), or 304 when If-None-Match names its ETag. Served
+    by config.step_api on every agent step, and by the ninja operation above."""
     card = selectors.workspace_card(ws)
     summary = card["active"]
     if summary is None:
@@ -155,8 +167,31 @@ def get_revision(request: HttpRequest, ws: str, ref: str):
     ),
 )
 def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
+    return guidance_response(ws, payload)
+
+
+def step_guidance_response(request: HttpRequest, ws: str) -> HttpResponse | None:
+    """config.step_api's guidance: the body validated against GuidanceIn's plain twin here (config.plain_models), or
+    None for a body that is not JSON, not valid JSON or does not match the schema (the ninja operation then answers
+    it, with its 400/422 details)."""
+    if not is_json_request(request):
+        return None
+    body = request.body
     try:
-        answer = workspace_guidance(
+        data = json.loads(body)
+        payload = plain_model(GuidanceIn).model_validate(data)
+    except (ValueError, RecursionError, ValidationError):  # not JSON (too deep), or not a GuidanceIn
+        return None
+    if not (body.isascii() and b"\\u" not in body) and first_unencodable(data) is not None:
+        return None  # (ASCII JSON without \u escapes cannot hold a lone surrogate: no need to look)
+    return guidance_response(ws, payload)
+
+
+def guidance_response(ws: str, payload: GuidanceIn) -> HttpResponse:
+    """The guidance answer as JSON; raw modes from bytes prepared once per (revision, node, mode, hops). `payload` is
+    a GuidanceIn or its plain twin (the same fields)."""
+    try:
+        body = guidance_body(
             slug=ws,
             query=payload.query,
             steps=[{"action": s.action, "args": s.args, "observation": s.observation} for s in payload.steps],
@@ -171,14 +206,4 @@ def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
         raise _bad_ref(exc)
     except ModelError as exc:
         raise ApiError(503, "model_unavailable", f"the guidance model did not answer: {exc}")
-    return Status(
-        200,
-        {
-            "text": answer.text,
-            "node_id": answer.node_id,
-            "used_full_graph": answer.used_full_graph,
-            "subgraph_digest": answer.subgraph_digest,
-            "mode": answer.mode,
-            "revision": answer.revision["digest"],
-        },
-    )
+    return HttpResponse(body, content_type=JSON)

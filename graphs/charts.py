@@ -7,11 +7,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q
-from django.db.models.functions import TruncDate
-
 from config import charts
-from trajectories.models import Outcome, Run
+from trajectories.selectors import guided_runs_per_day
 
 from .models import Workspace
 
@@ -53,18 +50,5 @@ class WorkspaceTrends:
 def workspace_trends(workspace: Workspace, *, days: int = charts.WINDOW_DAYS) -> WorkspaceTrends:
     """Production runs naming this workspace (`Run.graph_workspace`) per local day, zeros on days without: one query."""
     window = charts.window_days(days)
-    grouped = (
-        Run.objects.production()
-        .filter(graph_workspace=workspace.slug, created_at__gte=charts.window_start(window))
-        .annotate(day=TruncDate("created_at"))
-        .values("day")
-        .annotate(runs=Count("id"), success=Count("id", filter=Q(outcome=Outcome.SUCCESS)))
-        .order_by()
-    )
-    found = {item["day"]: item for item in grouped}
-    return WorkspaceTrends(
-        days=[
-            GuidedDay(day, found[day]["runs"], found[day]["success"]) if day in found else GuidedDay(day)
-            for day in window
-        ]
-    )
+    found = guided_runs_per_day(workspace.slug, since=charts.window_start(window))
+    return WorkspaceTrends(days=[GuidedDay(day, *found.get(day, (0, 0))) for day in window])

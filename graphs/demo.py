@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.services import Actor
+from config.demo_seeding import SeedContext, demo_seeder
 from graphs.core import Graph
 
 from . import revisions, services
@@ -115,8 +116,9 @@ def seed_lab_workspace(*, actor: Actor) -> DemoGraphs:
     return DemoGraphs(seeded.workspace, True)
 
 
-def seed_demo_graphs_step(ctx) -> str:
-    """The seed_demo step (accounts/management/commands/seed_demo.py): one summary line."""
+@demo_seeder("graphs", after=("users",))
+def seed_demo_graphs_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding): one summary line."""
     result = seed_demo_graphs(actor=ctx.actor)
     lab = seed_lab_workspace(actor=ctx.actor)
     state = "created" if result.created else "already there"

@@ -1,20 +1,25 @@
 """Step guidance for agents: the core Guide over a cached graph and cached serialized neighbourhoods.
 
-Raw modes never call a model. Generative modes call the configured ChatModel through the llm ledger (one recorded
-call, role "guidance", subject the workspace): the one model call Waymark makes inside a request (DESIGN.md §5).
+Raw modes never call a model; the API's answers to them are encoded once per (revision, mode, node, hops) and kept per
+process (`guidance_body`), so a warm raw call costs localization and a dictionary lookup. Generative modes call the
+configured ChatModel through the llm ledger (one recorded call, role "guidance", subject the workspace): the one model
+call Waymark makes inside a request (DESIGN.md §5).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphs.core import Graph, GuidanceConfig, Guide, Step
+from graphs.core import ExactActionLocalizer, Graph, GuidanceConfig, Guide, Step, as_step
 
 from . import cache, selectors
 
 GUIDANCE_ROLE = "guidance"
+_LOCALIZER = ExactActionLocalizer()  # the Guide's default: CachedGuide localizes with it too
+_answer_bodies = cache.LRU(1024)  # (revision digest, mode, node, hops) -> encoded answer, for modes without a model
 
 
 class NoActiveGraph(LookupError):
@@ -74,13 +79,7 @@ def workspace_guidance(
     Http404 for an unknown workspace or revision, NoActiveGraph when nothing is active and nothing pinned,
     selectors.InvalidRef for a malformed or ambiguous ref, ValueError for a bad mode/hops/window.
     """
-    card = selectors.workspace_card(slug)
-    if revision is not None and str(revision).strip():
-        summary = selectors.revision_summary(card["id"], slug, str(revision))
-    elif card["active"] is not None:
-        summary = card["active"]
-    else:
-        raise NoActiveGraph(f"workspace {slug!r} has no active graph; pin a revision or activate one")
+    card, summary = _card_and_revision(slug, revision)
     config = GuidanceConfig(
         hops=hops,
         window=window,
@@ -102,3 +101,55 @@ def workspace_guidance(
         revision={"seq": summary["seq"], "digest": summary["digest"]},
         context=result.context,
     )
+
+
+def _card_and_revision(slug: str, revision: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The workspace card and the summary of the pinned revision, else of the active one (see workspace_guidance)."""
+    card = selectors.workspace_card(slug)
+    if revision is not None and str(revision).strip():
+        return card, selectors.revision_summary(card["id"], slug, str(revision))
+    if card["active"] is not None:
+        return card, card["active"]
+    raise NoActiveGraph(f"workspace {slug!r} has no active graph; pin a revision or activate one")
+
+
+def guidance_body(
+    *,
+    slug: str,
+    query: str,
+    steps: Sequence[Step],
+    mode: str = "generative_subgraph",
+    hops: int = 2,
+    window: int = 3,
+    revision: str | None = None,
+) -> bytes:
+    """workspace_guidance's answer as the API's JSON (GuidanceOut), with the same errors.
+
+    An answer that calls no model (raw modes, "none") depends only on the revision, the mode, the node the agent is at
+    and the hops (its text is the serialized neighbourhood), so it is encoded once and kept per process: a warm call
+    resolves the revision, localizes the last step as the Guide does (the core's ExactActionLocalizer) and answers
+    the kept bytes without running the Guide."""
+    key = None
+    if not mode.startswith("generative"):
+        _, summary = _card_and_revision(slug, revision)
+        graph = selectors.graph_at(summary["id"], summary["digest"])
+        node_id = _LOCALIZER.locate(graph, [as_step(steps[-1])] if steps else [])
+        key = (summary["digest"], mode, node_id, hops)
+        found = _answer_bodies.get(key)
+        if found is not None:
+            return found
+    answer = workspace_guidance(
+        slug=slug, query=query, steps=steps, mode=mode, hops=hops, window=window, revision=revision
+    )
+    body = {
+        "text": answer.text,
+        "node_id": answer.node_id,
+        "used_full_graph": answer.used_full_graph,
+        "subgraph_digest": answer.subgraph_digest,
+        "mode": answer.mode,
+        "revision": answer.revision["digest"],
+    }
+    encoded = json.dumps(body).encode()
+    if key is not None and key == (answer.revision["digest"], answer.mode, answer.node_id, hops):
+        _answer_bodies.put(key, encoded)  # (unless the active revision moved between the two reads)
+    return encoded

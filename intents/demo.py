@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from accounts.models import User
 from accounts.services import Actor
-from reviews.models import Judgment, PromotionRequest
+from config.demo_seeding import SeedContext, demo_seeder
+from reviews.selectors import has_judged, latest_request_for
 from reviews.services import judgment_submit
 from trajectories.demo import DEMO_SOURCE
 
@@ -32,6 +33,9 @@ from .core import normalize_intent
 from .models import IntentCandidateRecord, IntentJudgment, IntentProposalRun, IntentTaxonomy, TaxonomyVersion
 from .taxonomy import KIND, active_version, intent_judgment_submit, taxonomy_draft, taxonomy_preview, taxonomy_propose
 from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from accounts.models import User
 
 WORKER = "seed_demo"
 BATCH_SIZE = 6
@@ -128,12 +132,12 @@ def _activate(version: TaxonomyVersion, *, proposer: User, approvers: tuple[User
     """Propose `version` (unless a request exists) and approve it with each approver who has not judged it."""
     if IntentTaxonomy.objects.filter(pk=version.taxonomy_id, active_version_id=version.pk).exists():
         return
-    request = PromotionRequest.objects.filter(kind=KIND, candidate_id=str(version.pk)).order_by("-id").first()
+    request = latest_request_for(kind=KIND, candidate_id=str(version.pk))
     if request is None:
         request = taxonomy_propose(actor=Actor(user=proposer), version=version, rationale=rationale)
     for approver in approvers:
         request.refresh_from_db()
-        if not request.is_pending or Judgment.objects.filter(request=request, reviewer=approver).exists():
+        if not request.is_pending or has_judged(request, approver):
             continue
         judgment_submit(actor=Actor(user=approver), request=request, verdict="approve")
 
@@ -268,8 +272,9 @@ def _now_or_there(now: bool) -> str:
     return "created" if now else "already there"
 
 
-def seed_demo_intents_step(ctx) -> str:
-    """The seed_demo step (ctx is accounts' SeedContext): one summary line."""
+@demo_seeder("intents", after=("runs", "reviews"))
+def seed_demo_intents_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding): one summary line."""
     result = seed_demo_intents(users=ctx.users, agent=ctx.agent_actor)
     parts = []
     if result.proposal is not None:

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
-from reviews.models import PromotionRequest
 from reviews.registry import (
     Choice,
     Description,
@@ -26,6 +25,7 @@ from reviews.registry import (
     number_labels,
     register_kind,
 )
+from reviews.selectors import latest_request_for
 
 from .models import IntentCandidateRecord, IntentJudgment, IntentTaxonomy, TaxonomyActivation, TaxonomyVersion
 from .taxonomy import KIND, MIN_AGREEMENT, MIN_JUDGMENTS, summarize
@@ -158,12 +158,7 @@ class TaxonomyVersionKind(PromotableKind):
                 parent_key=taxonomy.slug, expected_active_id=expected_active_id, actual_active_id=actual
             )
         previous = taxonomy.active_version_id
-        request = (
-            PromotionRequest.objects.filter(kind=KIND, candidate_id=str(version.pk))
-            .order_by("-id")
-            .values_list("pk", "is_rollback")
-            .first()
-        )
+        request = latest_request_for(kind=KIND, candidate_id=str(version.pk))
         now = timezone.now()
         revision = taxonomy.revision + 1
         IntentTaxonomy.objects.filter(pk=taxonomy.pk).update(
@@ -173,8 +168,8 @@ class TaxonomyVersionKind(PromotableKind):
             taxonomy=taxonomy,
             version=version,
             replaced_id=previous,
-            request_id=request[0] if request else None,
-            is_rollback=bool(request and request[1]),
+            request_id=request.pk if request else None,
+            is_rollback=bool(request and request.is_rollback),
             activated_by=actor.user,
             activated_at=now,
         )

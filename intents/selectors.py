@@ -10,7 +10,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from config.cursors import IntCursor
-from trajectories.models import Run
+from trajectories.selectors import run_queryset
 
 from .models import IntentBatchRun, IntentCandidateRecord, IntentProposalBatch, IntentProposalRun
 
@@ -35,9 +35,9 @@ def runs_for_selection(
     intent: str = "",
     failed_only: bool = False,
     only_new: bool = False,
-) -> QuerySet[Run]:
+) -> QuerySet:
     """Stored runs in the window (stored at or after `window_from`, before `window_to`), oldest first."""
-    runs = Run.objects.all()
+    runs = run_queryset()
     if window_from is not None:
         runs = runs.filter(created_at__gte=window_from)
     if window_to is not None:
@@ -52,17 +52,17 @@ def runs_for_selection(
     return runs.order_by("id")
 
 
-def batch_runs(batch: IntentProposalBatch) -> list[Run]:
+def batch_runs(batch: IntentProposalBatch) -> list:
     """The stored runs of a batch with their steps, in the batch's order (two queries)."""
     rows = {
         run.pk: run
-        for run in Run.objects.filter(intent_batches__batch=batch).defer("metadata").prefetch_related("steps")
+        for run in run_queryset().filter(intent_batches__batch=batch).defer("metadata").prefetch_related("steps")
     }
     members = IntentBatchRun.objects.filter(batch=batch).order_by("id").values_list("trajectory_run_id", flat=True)
     return [rows[run_id] for run_id in members if run_id in rows]
 
 
-def runs_by_trajectory_ids(trajectory_ids: Iterable[str]) -> list[Run]:
+def runs_by_trajectory_ids(trajectory_ids: Iterable[str]) -> list:
     """Stored runs whose `source:external_id` is one of the ids, with their steps (two queries). A source may hold
     a colon itself, so every split of each id is tried against the (source, external_id) unique index."""
     match = Q()
@@ -74,7 +74,7 @@ def runs_by_trajectory_ids(trajectory_ids: Iterable[str]) -> list[Run]:
                 wanted += 1
     if not wanted:
         return []
-    return list(Run.objects.filter(match).defer("metadata").prefetch_related("steps"))
+    return list(run_queryset().filter(match).defer("metadata").prefetch_related("steps"))
 
 
 # -- proposal runs ----------------------------------------------------------------------------------------------------

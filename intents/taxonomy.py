@@ -19,7 +19,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -27,7 +27,6 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from reviews.errors import Conflict, Invalid, NotAllowed
-from reviews.models import PromotionRequest
 from reviews.services import promotion_propose
 
 from .core import IntentCandidate, IntentEvidence, IntentReview, normalize_intent, summarize_intent_reviews
@@ -38,6 +37,9 @@ from .models import (
     TaxonomyRunIntent,
     TaxonomyVersion,
 )
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from reviews.models import PromotionRequest
 
 KIND = "intent_taxonomy"
 MIN_JUDGMENTS = 2

@@ -16,7 +16,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from reviews.selectors import pending_requests_for, require_member
-from trajectories.models import Run
+from trajectories.selectors import run_queryset
 
 from .core import normalize_intent
 from .models import (
@@ -236,7 +236,7 @@ class RunGroup:
 
     key: str
     title: str
-    runs: QuerySet[Run]
+    runs: QuerySet
     reviewed: ReviewedIntent | None
 
     @property
@@ -255,21 +255,23 @@ def runs_of_intent(key: str) -> RunGroup:
     version = active_version()
     reviewed = reviewed_intent_named(key) if version is not None else None
     names = reviewed.names if reviewed else frozenset({normalize_intent(key)})
-    declared = Run.objects.exclude(intent="").values_list("intent", flat=True).distinct().order_by()
+    declared = run_queryset().exclude(intent="").values_list("intent", flat=True).distinct().order_by()
     labels = sorted(label for label in declared if normalize_intent(label) in names)
     by_label = Q(intent__in=labels)
     if version is None:
         return RunGroup(
             key=normalize_intent(key),
             title=labels[0] if labels else key,
-            runs=Run.objects.filter(by_label),
+            runs=run_queryset().filter(by_label),
             reviewed=None,
         )
     has_reviewed = TaxonomyRunIntent.objects.filter(version=version, run=OuterRef("pk"))
     unreviewed = by_label & ~Q(Exists(has_reviewed))
     if reviewed is None:
         key = normalize_intent(key)
-        return RunGroup(key=key, title=labels[0] if labels else key, runs=Run.objects.filter(unreviewed), reviewed=None)
+        return RunGroup(
+            key=key, title=labels[0] if labels else key, runs=run_queryset().filter(unreviewed), reviewed=None
+        )
     mine = TaxonomyRunIntent.objects.filter(version=version, intent_id=reviewed.intent_id, run=OuterRef("pk"))
-    runs = Run.objects.filter(Q(Exists(mine)) | unreviewed)
+    runs = run_queryset().filter(Q(Exists(mine)) | unreviewed)
     return RunGroup(key=reviewed.normalized, title=reviewed.label, runs=runs, reviewed=reviewed)

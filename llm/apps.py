@@ -8,13 +8,7 @@ class LlmConfig(AppConfig):
     def ready(self) -> None:
         from config.reaper import register_stuck_work
 
-        from .models import ModelCall
+        from .services import model_calls_abandon_stuck
 
-        # A call whose worker died never finishes: the reaper marks it abandoned.
-        register_stuck_work(
-            ModelCall,
-            status_field="status",
-            running=ModelCall.Status.RUNNING,
-            since_field="started_at",
-            stuck_status=ModelCall.Status.ABANDONED,
-        )
+        # A call whose worker died never finishes: the reaper has llm mark it abandoned.
+        register_stuck_work("llm.modelcall", model_calls_abandon_stuck)

@@ -132,3 +132,8 @@ def calls_for_subject(subject_type: str, subject_id: str) -> QuerySet[ModelCall]
 def calls_for_subject_prefix(subject_type: str, prefix: str) -> QuerySet[ModelCall]:
     """The calls whose subject id starts with `prefix` (e.g. every round of one evolution run: "12:")."""
     return ModelCall.objects.filter(subject_type=subject_type, subject_id__startswith=prefix)
+
+
+def model_call_count() -> int:
+    """How many model calls the ledger holds (the dashboard's count)."""
+    return ModelCall.objects.count()

@@ -1,8 +1,8 @@
 """Every write of llm: the ModelCall ledger.
 
 A ledger row is itself the record of a call, so these services write no separate audit event (docs/decisions.md);
-the reaper's `modelcall.reaped` is audited (config/reaper.py). Each service is one durable transaction, so a model
-call can never be recorded from inside someone else's transaction.
+the reaper's `modelcall.reaped` is audited (`model_calls_abandon_stuck`, registered with config/reaper.py). Each
+service is one durable transaction, so a model call can never be recorded from inside someone else's transaction.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import models, transaction
 from django.utils import timezone
 
+from accounts.services import Actor, audit_record
 from llm.core import ModelRequest, ModelResponse
 from llm.pricing import cost_of
 
@@ -21,6 +22,7 @@ from .models import ModelCall
 
 REQUEST_PREVIEW_CHARS = 2000
 ERROR_CHARS = 4000
+REAP_BATCH = 500
 Subject = models.Model | tuple[str, str | int] | None
 
 
@@ -125,3 +127,35 @@ def model_call_note_rejected_output(*, call_id: int, error: BaseException | str)
         call.error = text[:ERROR_CHARS]
         call.save(update_fields=["error"])
     return call
+
+
+def model_calls_abandon_stuck(*, cutoff: datetime) -> int:
+    """The reaper's service (registered in LlmConfig.ready): calls still running that started before `cutoff`
+    become abandoned, up to REAP_BATCH per run, each with an audit event from the system actor. Rows a finishing
+    worker holds are skipped (SKIP LOCKED) and the update is conditional on the row still being running and old,
+    so reaping again changes nothing. Returns how many calls it abandoned."""
+    stuck = {"status": ModelCall.Status.RUNNING, "started_at__lt": cutoff}
+    with transaction.atomic(durable=True):
+        calls = list(
+            ModelCall.objects.select_for_update(skip_locked=True)
+            .filter(**stuck)
+            .order_by("started_at", "pk")[:REAP_BATCH]
+        )
+        if not calls:
+            return 0
+        reaped = ModelCall.objects.filter(pk__in=[call.pk for call in calls], **stuck).update(
+            status=ModelCall.Status.ABANDONED
+        )
+        for call in calls:
+            audit_record(
+                actor=Actor.system(),
+                verb="modelcall.reaped",
+                target=call,
+                before={"status": ModelCall.Status.RUNNING},
+                after={
+                    "status": ModelCall.Status.ABANDONED,
+                    "running_since": call.started_at.isoformat(),
+                    "cutoff": cutoff.isoformat(),
+                },
+            )
+    return reaped

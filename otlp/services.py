@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from trajectories import copy_ingest
-from trajectories.models import Run
+from trajectories.selectors import run_ids_by_identity
 from trajectories.services import IngestInvalid, run_ingest_batch
 
 from .core.mapping import TraceMapping, map_trace
@@ -221,10 +221,7 @@ def _run_ids(mappings: list[TraceMapping]) -> dict[str, int]:
         for m in mappings
         if m.run is not None
     }
-    rows = Run.objects.filter(external_id__in=[trace_id for _, trace_id in wanted]).values_list(
-        "source", "external_id", "id"
-    )
-    return {wanted[(source, external_id)]: pk for source, external_id, pk in rows if (source, external_id) in wanted}
+    return {wanted[identity]: pk for identity, pk in run_ids_by_identity(wanted).items()}
 
 
 def _complete(

@@ -1,4 +1,4 @@
-"""Read-only admin views of procedures: every write goes through procedures.services (audited)."""
+"""Read-only admin views of procedures: every write goes through procedures' services modules (audited)."""
 
 from django.contrib import admin
 

@@ -15,9 +15,11 @@ from config.errors import ApiError, Error
 from trajectories.jobs_api import CLAIM_RESPONSES, RESULT_RESPONSES, answer_job, claim_job
 from trajectories.schemas import ResultIn
 
-from . import selectors, services
+from . import active_body, errors, live_replay_services, mining_services, selectors
 from .schemas import ClaimIn, MineIn, MineOut, ProcedureListOut, ProcedureOut, VersionListOut
 
+READ_SCOPE = "procedures:read"
+JSON = "application/json; charset=utf-8"  # what ninja's renderer answers
 router = Router(tags=["procedures"])
 replays_router = Router(tags=["replays"])
 
@@ -29,21 +31,31 @@ def _matches(header: str, etag: str) -> bool:
 
 @router.get(
     "",
-    auth=scoped("procedures:read"),
+    auth=scoped(READ_SCOPE),
     response={200: ProcedureListOut, 304: None, 401: Error, 403: Error, 422: Error},
     summary="Active procedure versions (strong ETag; If-None-Match answers 304)",
 )
-def list_active(request: HttpRequest, response: HttpResponse, intent: str | None = None):
-    procedures = selectors.active_procedures(intent=intent)
-    etag = selectors.active_etag(procedures)
+def list_active(request: HttpRequest, intent: str | None = None):
+    return active_list_response(request, intent)
+
+
+def active_list_response(request: HttpRequest, intent: str | None = None) -> HttpResponse:
+    """The active versions from prepared bytes (procedures.active_body), or 304 when If-None-Match names the ETag.
+    Served by config.step_api on every agent step (`intent` from the query string), and by the operation above."""
+    if intent is None:
+        intent = request.GET.get("intent")
+    stamps = active_body.read_stamps(intent)
+    etag = active_body.etag_of(stamps)
     if _matches(request.headers.get("If-None-Match", ""), etag):
         not_modified = HttpResponse(status=304)
         not_modified["ETag"] = etag
         return not_modified
-    response["ETag"] = etag
-    if len(procedures) == 1:
-        response["X-Waymark-Revision"] = procedures[0].active_version.content_revision
-    return Status(200, {"items": procedures})
+    listing = active_body.active_list(intent, stamps)
+    response = HttpResponse(listing.body, content_type=JSON)
+    response["ETag"] = listing.etag
+    if listing.revision is not None:
+        response["X-Waymark-Revision"] = listing.revision
+    return response
 
 
 @router.post(
@@ -58,14 +70,14 @@ def mine(request: HttpRequest, body: MineIn):
     if not request.user.may_operate:
         raise ApiError(403, "forbidden", "mining procedures needs the operator role")
     try:
-        result = services.procedure_mine(
+        result = mining_services.procedure_mine(
             actor=Actor.of_request(request),
             intent=body.intent,
             held_out_share=body.held_out_share,
             seed=body.seed,
             live=body.live,
         )
-    except services.MiningError as exc:
+    except errors.MiningError as exc:
         raise ApiError(422, "cannot_mine", str(exc))
     body_out = {"created": result.created, "version": result.version, "replay_ids": [r.pk for r in result.replays]}
     return Status(201 if result.created else 200, body_out)
@@ -99,7 +111,9 @@ def list_versions(request: HttpRequest, procedure_id: int):
     summary="Lease the oldest open replay job (204 when there is none)",
 )
 def claim(request: HttpRequest, body: ClaimIn):
-    return claim_job(request, kinds=[services.REPLAY_JOB_KIND], worker=body.worker, lease_seconds=body.lease_seconds)
+    return claim_job(
+        request, kinds=[live_replay_services.REPLAY_JOB_KIND], worker=body.worker, lease_seconds=body.lease_seconds
+    )
 
 
 @replays_router.post(
@@ -112,4 +126,6 @@ def claim(request: HttpRequest, body: ClaimIn):
     "`not_claimant` when another token claimed the job.",
 )
 def result(request: HttpRequest, job_id: int, body: ResultIn):
-    return answer_job(request, job_id=job_id, run=body.run, kind=services.REPLAY_JOB_KIND, label="replay job")
+    return answer_job(
+        request, job_id=job_id, run=body.run, kind=live_replay_services.REPLAY_JOB_KIND, label="replay job"
+    )

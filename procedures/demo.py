@@ -6,8 +6,9 @@ Idempotent: mining the same runs again finds the identical version, and a replay
 from __future__ import annotations
 
 from accounts.services import Actor
+from config.demo_seeding import SeedContext, demo_seeder
 
-from . import services
+from . import errors, mining_services, offline_replay_services
 from .models import ReplayMode, ReplayStatus
 
 DEMO_INTENTS = ("refund_request", "cancel_order", "change_address", "order_status")
@@ -18,19 +19,20 @@ def seed_demo_procedures(*, actor: Actor) -> list[str]:
     lines = []
     for intent in DEMO_INTENTS:
         try:
-            result = services.procedure_mine(actor=actor, intent=intent, live=False)
-        except services.MiningError as exc:
+            result = mining_services.procedure_mine(actor=actor, intent=intent, live=False)
+        except errors.MiningError as exc:
             lines.append(f"{intent}: not mined ({exc})")
             continue
         version = result.version
         for replay in version.replays.filter(mode=ReplayMode.OFFLINE, status=ReplayStatus.QUEUED):
-            services.replay_offline_run(replay=replay, actor=actor)
+            offline_replay_services.replay_offline_run(replay=replay, actor=actor)
         version.refresh_from_db()
         verb = "mined" if result.created else "already there"
         lines.append(f"{intent}: v{version.number} {' → '.join(version.tools)} ({version.status}, {verb})")
     return lines
 
 
-def seed_demo_procedures_step(ctx) -> str:
-    """The seed_demo step (ctx is accounts' SeedContext)."""
+@demo_seeder("procedures", after=("runs",))
+def seed_demo_procedures_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding)."""
     return "procedures: " + "; ".join(seed_demo_procedures(actor=ctx.actor))

@@ -6,13 +6,11 @@ not reference behaviour.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
-from operator import eq
 from typing import Any
 
 from intents.core import normalize_intent
@@ -29,32 +27,34 @@ class Split:
     held_out: tuple[int, ...]
 
 
+def split_key(seed: int, run_id: int) -> str:
+    """Where a run falls in a seeded split: the MD5 (hex) of "<seed>:<run id>"; the lowest keys are held out."""
+    return hashlib.md5(f"{seed}:{run_id}".encode(), usedforsecurity=False).hexdigest()
+
+
+def held_out_count(runs: int, *, held_out_share: float, at_least_one: bool = False) -> int:
+    """How many of `runs` runs are held out: round(runs × share) (Python's rounding); with `at_least_one`, both
+    sides keep at least one run when there are two or more."""
+    count = round(runs * held_out_share)
+    if at_least_one and runs >= 2:
+        count = min(max(count, 1), runs - 1)
+    return count
+
+
 def split_ids(ids: Iterable[int], *, held_out_share: float, seed: int, at_least_one: bool = False) -> Split:
-    """Sort the ids, shuffle them with a RNG seeded by `seed`, and hold out the first round(n * share).
+    """The seeded split of some run ids in Python: the ids ordered by `split_key` (then by id), the first
+    `held_out_count` held out. procedures.split_services computes the same split in the database (tests hold them
+    equal); this is its statement for reading and testing.
 
     Same ids, share and seed: same split. With `at_least_one`, both sides get at least one id when n >= 2.
     """
-    ordered = sorted(ids)  # a list, not a set: 8 bytes an id (a million runs are mined in flat-ish memory)
-    if any(map(eq, ordered, islice(ordered, 1, None))):
-        ordered = sorted(set(ordered))
-    shuffled = list(ordered)
-    random.Random(seed).shuffle(shuffled)
-    count = round(len(ordered) * held_out_share)
-    if at_least_one and len(ordered) >= 2:
-        count = min(max(count, 1), len(ordered) - 1)
-    held_out = sorted(shuffled[:count])
-    del shuffled
-    return Split(training=tuple(_without(ordered, held_out)), held_out=tuple(held_out))
-
-
-def _without(ordered: Sequence[int], removed: Sequence[int]) -> Iterator[int]:
-    """The ids of `ordered` not in `removed` (both ascending, `removed` a subset), by merging."""
-    position = 0
-    for pk in ordered:
-        if position < len(removed) and removed[position] == pk:
-            position += 1
-        else:
-            yield pk
+    ordered = sorted(set(ids))
+    count = held_out_count(len(ordered), held_out_share=held_out_share, at_least_one=at_least_one)
+    held_out = set(sorted(ordered, key=lambda pk: (split_key(seed, pk), pk))[:count])
+    return Split(
+        training=tuple(pk for pk in ordered if pk not in held_out),
+        held_out=tuple(pk for pk in ordered if pk in held_out),
+    )
 
 
 def canonical_json(value: Any) -> str:
@@ -82,3 +82,12 @@ def content_revision(
 def trajectory_id(run_id: int) -> str:
     """The id a stored run has inside learn_procedure: zero-padded so string order is numeric order."""
     return f"{run_id:012d}"
+
+
+def decode_arguments(text: Any) -> Any:
+    """A step's arguments read as JSON text (trajectories.selectors.step_columns and run_columns), as the ORM would
+    give them, with a null or empty value as {}: what a TrajectoryStep read through the ORM holds."""
+    if isinstance(text, str | bytes):
+        with contextlib.suppress(json.JSONDecodeError):  # the ORM hands undecodable text over as it is
+            text = json.loads(text)
+    return text or {}

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajectories.core.align import align_tools
-from trajectories.models import Run, Step
 from trajectories.selectors import run_with_steps
 
 from . import selectors
@@ -22,14 +21,14 @@ class VsRow:
     status: str
     expected: dict[str, Any] | None
     expected_index: int | None
-    step: Step | None
+    step: Any | None  # a trajectories step row
     argument_mismatches: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class RunVs:
-    run: Run
-    steps: list[Step]
+    run: Any  # a trajectories run row (trajectories.selectors.run_with_steps)
+    steps: list[Any]
     procedure: Procedure | None
     rows: list[VsRow]
 
@@ -49,7 +48,7 @@ class RunVs:
 _STATUS = {"equal": "followed", "replace": "instead", "delete": "skipped", "insert": "extra"}
 
 
-def _mismatches(expected: dict[str, Any], step: Step) -> list[str]:
+def _mismatches(expected: dict[str, Any], step: Any) -> list[str]:
     """The procedure's retained arguments (constants every training run agreed on) the step gave otherwise."""
     retained = expected.get("arguments") or {}
     return sorted(key for key, value in retained.items() if step.arguments.get(key) != value)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.db import connection
 from django.db.models import Prefetch, Q
 from django.shortcuts import get_object_or_404
 
-from reviews.models import PromotionRequest, PromotionStatus
+from reviews.choices import PromotionStatus
+from reviews.selectors import latest_requests_for
 
 from .mining import intent_key
 from .models import Procedure, ProcedureVersion, ReplayCase, ReplayRun, VersionStatus
@@ -30,8 +33,35 @@ def active_procedures(*, intent: str | None = None) -> list[Procedure]:
 
 def active_etag(procedures: list[Procedure]) -> str:
     """A strong ETag over the active versions' content revisions (and which procedure holds each)."""
-    text = "\n".join(f"{p.pk}:{p.revision}:{p.active_version.content_revision}" for p in procedures)
+    return active_etag_of([(p.pk, p.revision, p.active_version.content_revision) for p in procedures])
+
+
+def active_etag_of(stamps: list[tuple]) -> str:
+    """active_etag from active_stamps (or any rows starting with id, revision, content revision)."""
+    text = "\n".join(f"{pk}:{revision}:{content_revision}" for pk, revision, content_revision, *_ in stamps)
     return '"' + hashlib.sha256(text.encode()).hexdigest() + '"'
+
+
+def active_stamps(*, intent: str | None = None) -> list[tuple]:
+    """What active_procedures' answer shows changes only with, in its order: per procedure its id, revision, active
+    version's content revision and status, and updated_at. One light query on every agent step (procedures.
+    active_body), so its SQL is compiled by the ORM once per shape and then run on a plain cursor (values as the
+    database driver returns them: compare them only with each other)."""
+    with_intent = intent is not None
+    sql = _STAMPS_SQL.get(with_intent)
+    if sql is None:
+        rows = Procedure.objects.filter(active_version__isnull=False)
+        if with_intent:
+            rows = rows.filter(intent="")
+        fields = ("pk", "revision", "active_version__content_revision", "active_version__status", "updated_at")
+        sql, _ = rows.order_by("intent").values_list(*fields).query.sql_with_params()
+        _STAMPS_SQL[with_intent] = sql
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [intent_key(intent)] if with_intent else [])
+        return cursor.fetchall()
+
+
+_STAMPS_SQL: dict[bool, str] = {}
 
 
 def procedure_by_id(procedure_id: int) -> Procedure:
@@ -44,13 +74,14 @@ def versions_with_replays(procedure: Procedure) -> list[ProcedureVersion]:
     return list(procedure.versions.order_by("-number").prefetch_related(replays))
 
 
+# A reviews promotion request (reviews.selectors hands them over; procedures reads its id and status).
+PromotionRequest = Any
+
+
 def review_outcomes(version_ids: list[int]) -> dict[int, PromotionRequest]:
     """The newest promotion request of each version (any status), one query."""
-    rows = PromotionRequest.objects.filter(kind=PROMOTION_KIND, candidate_id__in=[str(pk) for pk in version_ids])
-    newest: dict[int, PromotionRequest] = {}
-    for request in rows.only("pk", "candidate_id", "status").order_by("-id"):
-        newest.setdefault(int(request.candidate_id), request)
-    return newest
+    newest = latest_requests_for(kind=PROMOTION_KIND, candidate_ids=[str(pk) for pk in version_ids])
+    return {int(candidate_id): request for candidate_id, request in newest.items()}
 
 
 def shown_status(version: ProcedureVersion, request: PromotionRequest | None) -> str:

@@ -5,7 +5,7 @@ from celery import shared_task
 from accounts.services import Actor
 from config.celery import TRANSIENT_ERRORS
 
-from . import services
+from . import errors, live_replay_services, mining_services, offline_replay_services
 from .models import ReplayRun
 
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
@@ -18,8 +18,10 @@ def replay_offline(self, replay_id: int) -> None:
     replay = ReplayRun.objects.filter(pk=replay_id).first()
     if replay is None:
         return
-    services.replay_offline_run(replay=replay, worker=services.replay_worker_name(self.request.id))
-    wait = services.replay_lease_wait(replay_id)
+    offline_replay_services.replay_offline_run(
+        replay=replay, worker=offline_replay_services.replay_worker_name(self.request.id)
+    )
+    wait = offline_replay_services.replay_lease_wait(replay_id)
     if wait is not None and wait > 0 and not self.request.is_eager:  # held elsewhere: look again when it runs out
         self.apply_async((replay_id,), countdown=wait + 1)
 
@@ -28,7 +30,7 @@ def replay_offline(self, replay_id: int) -> None:
 def requeue_expired_replays() -> list[int]:
     """Celery beat, every minute: offline replays whose worker died (lease ran out) or whose message was lost are
     enqueued again; those out of attempts fail with the reason."""
-    ids = services.replays_to_requeue()
+    ids = offline_replay_services.replays_to_requeue()
     for replay_id in ids:
         replay_offline.delay(replay_id)
     return ids
@@ -38,20 +40,20 @@ def requeue_expired_replays() -> list[int]:
 def replay_live_start(replay_id: int) -> None:
     replay = ReplayRun.objects.filter(pk=replay_id).first()
     if replay is not None:
-        services.replay_live_start(replay=replay)
+        live_replay_services.replay_live_start(replay=replay)
 
 
 @shared_task(name="procedures.replay_live_settle", ignore_result=True, **RETRY)
 def replay_live_settle(replay_id: int) -> None:
     replay = ReplayRun.objects.filter(pk=replay_id).first()
     if replay is not None:
-        services.replay_live_settle(replay=replay)
+        live_replay_services.replay_live_settle(replay=replay)
 
 
 @shared_task(name="procedures.settle_overdue_replays", ignore_result=True)
 def settle_overdue_replays() -> int:
     """Celery beat, every minute: live replays past their deadline are finished with what was answered."""
-    overdue = services.overdue_live_replays()
+    overdue = live_replay_services.overdue_live_replays()
     for replay_id in overdue:
         replay_live_settle.delay(replay_id)
     return len(overdue)
@@ -61,10 +63,10 @@ def settle_overdue_replays() -> int:
 def mine_new_runs() -> list[str]:
     """Celery beat: mine each intent again once WAYMARK_MINE_MIN_NEW_RUNS new successful runs arrived."""
     mined = []
-    for key in services.intents_due_for_mining():
+    for key in mining_services.intents_due_for_mining():
         try:
-            services.procedure_mine(actor=Actor.system(), intent=key)
-        except services.MiningError:
+            mining_services.procedure_mine(actor=Actor.system(), intent=key)
+        except errors.MiningError:
             continue
         mined.append(key)
     return mined

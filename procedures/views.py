@@ -16,7 +16,7 @@ from intents.taxonomy_selectors import reviewed_intents_by_key
 from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
 
-from . import charts, selectors, services
+from . import charts, errors, mining_services, selectors, version_services
 from .forms import AmendForm, MineForm, RerunForm, RubricFloorForm
 from .promotable import KIND as PROMOTION_KIND
 
@@ -61,8 +61,8 @@ def mine_view(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _list_page(request, form, status=422)
     try:
-        result = services.procedure_mine(actor=Actor.of_request(request), **form.cleaned_data)
-    except services.MiningError as exc:
+        result = mining_services.procedure_mine(actor=Actor.of_request(request), **form.cleaned_data)
+    except errors.MiningError as exc:
         form.add_error(None, str(exc))
         return _list_page(request, form, status=422)
     version = result.version
@@ -160,13 +160,13 @@ def amend_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "The texts are too long; nothing changed.")
         return redirect("procedures:version", pk=pk)
     try:
-        result = services.procedure_version_amend(
+        result = version_services.procedure_version_amend(
             actor=Actor.of_request(request),
             version=version,
             preconditions=form.lines("preconditions"),
             failure_exits=form.lines("failure_exits"),
         )
-    except services.MiningError as exc:
+    except errors.MiningError as exc:
         messages.error(request, str(exc))
         return redirect("procedures:version", pk=pk)
     if result.created:
@@ -188,7 +188,7 @@ def rubric_floor_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "The rubric floor is a number from 0 to 1 (blank turns it off); nothing changed.")
         return redirect("procedures:version", pk=pk)
     floor = form.cleaned_data["rubric_floor"]
-    services.rubric_floor_set(actor=Actor.of_request(request), procedure=version.procedure, floor=floor)
+    version_services.rubric_floor_set(actor=Actor.of_request(request), procedure=version.procedure, floor=floor)
     if floor is None:
         messages.success(request, "No rubric floor: live replays are gated on their metrics only.")
     else:
@@ -200,16 +200,17 @@ def rubric_floor_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def rerun_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Run a failed version's replay again with the same settings (operators; audited as replay.rerun), or, when
-    the form carries a seed and a held-out share, on another split of its runs (services.procedure_version_resplit:
-    this version replayed on the new held-out runs, or a new version when the split learns other steps)."""
+    the form carries a seed and a held-out share, on another split of its runs
+    (version_services.procedure_version_resplit: this version replayed on the new held-out runs, or a new version
+    when the split learns other steps)."""
     if not request.user.may_operate:
         raise PermissionDenied("re-running a replay needs the operator role")
     version = selectors.version_by_id(pk)
     if "seed" in request.POST or "held_out_share" in request.POST:
         return _rerun_split(request, version)
     try:
-        replays = services.replay_rerun(actor=Actor.of_request(request), version=version)
-    except services.ReplayRefused as exc:
+        replays = version_services.replay_rerun(actor=Actor.of_request(request), version=version)
+    except errors.ReplayRefused as exc:
         messages.error(request, str(exc))
         return redirect("procedures:version", pk=pk)
     modes = " and ".join(replay.mode for replay in replays)
@@ -224,14 +225,14 @@ def _rerun_split(request: HttpRequest, version) -> HttpResponse:
         return redirect("procedures:version", pk=version.pk)
     seed, share = form.cleaned_data["seed"], form.cleaned_data["held_out_share"]
     try:
-        result = services.procedure_version_resplit(
+        result = version_services.procedure_version_resplit(
             actor=Actor.of_request(request),
             version=version,
             seed=seed,
             held_out_share=share,
             live=form.cleaned_data["live"],
         )
-    except (services.ReplayRefused, services.MiningError) as exc:
+    except (errors.ReplayRefused, errors.MiningError) as exc:
         messages.error(request, f"Nothing was queued: {exc}")
         return redirect("procedures:version", pk=version.pk)
     split = f"seed {seed}, held-out share {share:g}"

@@ -6,13 +6,19 @@ Idempotent: a kind that already has a request is left alone.
 
 from __future__ import annotations
 
-from accounts.models import User
-from accounts.services import Actor
+from typing import TYPE_CHECKING
 
+from accounts.services import Actor
+from config.demo_seeding import SeedContext, demo_seeder
+
+from . import rubric_demo  # noqa: F401 (registers the "rubrics" demo seeder)
 from .errors import ReviewError
 from .models import PromotionRequest
 from .registry import UnknownKind, get_kind
 from .services import promotion_propose
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from accounts.models import User
 
 DEMO_KINDS = ("procedure_version", "graph_revision")
 RATIONALES = {
@@ -47,6 +53,7 @@ def seed_demo_reviews(*, actor: Actor, proposer: User) -> list[str]:
     return lines
 
 
-def seed_demo_reviews_step(ctx) -> str:
-    """The seed_demo step (ctx is accounts' SeedContext): otto proposes, rita and rob (and admin) can judge."""
+@demo_seeder("reviews", after=("procedures", "graphs"))
+def seed_demo_reviews_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding): otto proposes, rita and rob (and admin) can judge."""
     return "reviews: " + "; ".join(seed_demo_reviews(actor=ctx.actor, proposer=ctx.users["otto"]))

@@ -13,9 +13,10 @@ The jobs run in this process, not on a worker. Idempotent: what is stored alread
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from accounts.models import User
 from accounts.services import Actor
+from config.demo_seeding import SeedContext, demo_seeder
 
 from . import rubrics
 from .models import PromotionRequest
@@ -31,6 +32,9 @@ from .rubric_models import (
 )
 from .rubric_promotable import KIND
 from .services import promotion_propose
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from accounts.models import User
 
 DEMO_SOURCE = "demo-support-agent"  # trajectories.demo's runs
 RUBRIC_KEY = "refund_request"
@@ -196,8 +200,9 @@ def seed_demo_rubrics(*, users: dict[str, User]) -> DemoRubric:
     return result
 
 
-def seed_demo_rubrics_step(ctx) -> str:
-    """The seed_demo step (ctx is accounts' SeedContext): one summary line."""
+@demo_seeder("rubrics", after=("runs", "intents"))
+def seed_demo_rubrics_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding): one summary line."""
     result = seed_demo_rubrics(users=ctx.users)
     if result.version is None:
         return f"rubrics: none ({result.note or 'no refund runs'})"

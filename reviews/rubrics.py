@@ -17,14 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from accounts.models import User
 from accounts.services import Actor, audit_record
 from llm.core import MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
@@ -53,6 +52,9 @@ from .rubric_models import (
     RubricVersion,
     RubricVersionStatus,
 )
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from accounts.models import User
 
 DEFAULT_JUDGES = 3
 MAX_JUDGES = 5

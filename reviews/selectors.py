@@ -16,12 +16,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import BooleanField, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value
 from django.http import Http404
 from django.utils import timezone
-
-from accounts.models import User
 
 from .models import (
     PENDING_STATUSES,
@@ -35,6 +34,9 @@ from .models import (
 )
 from .registry import UnknownKind, get_kind
 from .services import gate_satisfied
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from accounts.models import User
 
 
 def label_rows(rows: Iterable[PromotionRequest], *extra: tuple[str, str | None]) -> dict[tuple[str, str], str]:
@@ -283,6 +285,27 @@ def pending_candidates() -> dict[tuple[str, str], int]:
 def pending_count() -> int:
     """How many promotion requests wait for judgment or an override (the dashboard's "open reviews")."""
     return PromotionRequest.objects.filter(status__in=PENDING_STATUSES).count()
+
+
+def latest_request_for(*, kind: str, candidate_id: str) -> PromotionRequest | None:
+    """The newest promotion request for one candidate of `kind`, whatever its status, or None (one query): the
+    owning app's activation records which request moved its pointer and whether it was a rollback."""
+    return PromotionRequest.objects.filter(kind=kind, candidate_id=candidate_id).order_by("-id").first()
+
+
+def latest_requests_for(*, kind: str, candidate_ids: Iterable[str]) -> dict[str, PromotionRequest]:
+    """The newest promotion request of each of several candidates of `kind` (any status), keyed by candidate id
+    (one query; only the id, candidate id and status are read): the owning app's pages show review outcomes."""
+    rows = PromotionRequest.objects.filter(kind=kind, candidate_id__in=list(candidate_ids))
+    newest: dict[str, PromotionRequest] = {}
+    for request in rows.only("pk", "candidate_id", "status").order_by("-id"):
+        newest.setdefault(request.candidate_id, request)
+    return newest
+
+
+def has_judged(request: PromotionRequest, user) -> bool:
+    """Whether `user` has submitted a judgment of `request` (one query)."""
+    return Judgment.objects.filter(request=request, reviewer=user).exists()
 
 
 def recent_closed(user, *, kind: str = "", limit: int = 20) -> list[PromotionRequest]:

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from accounts.services import Actor
 from config.parsing import int_or_none
 
-from . import activations, registry, selectors, services
+from . import activations, registry, selectors, services, webhooks
 from .errors import Invalid, NotAllowed, ReviewError
 from .models import PromotionRequest, PromotionStatus, WebhookEvent
 from .registry import signed, significant
@@ -331,7 +331,7 @@ def webhooks_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = {"url": request.POST.get("url", ""), "events": request.POST.getlist("events")}
         try:
-            endpoint, new_secret = services.webhook_endpoint_create(actor=Actor.of_request(request), **form)
+            endpoint, new_secret = webhooks.webhook_endpoint_create(actor=Actor.of_request(request), **form)
         except ReviewError as exc:
             _refuse(exc)
             error, status = exc.message, exc.status
@@ -353,7 +353,7 @@ def webhooks_view(request: HttpRequest) -> HttpResponse:
 def webhook_toggle_view(request: HttpRequest, pk: int) -> HttpResponse:
     _require_admin(request)
     endpoint = selectors.webhook_endpoint(request.user, pk)
-    services.webhook_endpoint_set_active(
+    webhooks.webhook_endpoint_set_active(
         actor=Actor.of_request(request), endpoint=endpoint, active=request.POST.get("active") == "1"
     )
     return redirect("reviews:webhooks")

@@ -8,6 +8,7 @@ from accounts.roles import Role
 from accounts.services import Actor, api_token_create
 from accounts.token_cache import tokens
 from tests.factories import user_with
+from tests.write_guard import writes_recorded
 
 
 def pytest_collection_modifyitems(config, items):
@@ -18,6 +19,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_pg)
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
+
+
+@pytest.fixture(autouse=True)
+def _writes_go_through_services():
+    """The test fails when code outside the write modules (services) writes to the database: tests/write_guard.py.
+    Covers this process's statements on the test thread's connection, not a Celery worker's or a server's."""
+    with writes_recorded() as violations:
+        yield violations  # tests of the guard itself (tests/test_architecture.py) read and clear it
+    if violations:
+        pytest.fail("writes outside services:\n" + "\n".join(sorted({str(v) for v in violations})), pytrace=False)
 
 
 @pytest.fixture(autouse=True)

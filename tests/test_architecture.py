@@ -1,22 +1,22 @@
-"""Layer rules import-linter cannot express: views, APIs and tasks never write through the ORM themselves."""
+"""Layer rules import-linter cannot express.
+
+Writes: every INSERT, UPDATE and DELETE a test causes is checked at run time by tests/write_guard.py (the autouse
+fixture `_writes_go_through_services` in tests/conftest.py): it must come from a services module (or one of the few
+listed write modules), whatever the receiver is called — `Run.objects.update()`, `runs.update()`, `run.delete()`,
+`run.save()`. The tests below show the guard catching each of those in a view and letting services and tests write.
+Transactions: views, APIs and tasks never open one themselves (checked on their source).
+"""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.trajectories.factories import ingest, run_item
+from tests.write_guard import ROOT, Violation, writes_recorded
+from trajectories.models import Run
+
 APPS = ["accounts", "trajectories", "llm", "graphs", "procedures", "intents", "reviews", "config", "otlp"]
-WRITE_METHODS = {
-    "save",
-    "create",
-    "bulk_create",
-    "update",
-    "bulk_update",
-    "delete",
-    "get_or_create",
-    "update_or_create",
-}
 THIN_MODULES = ("views.py", "api.py", "tasks.py")
 
 
@@ -28,25 +28,118 @@ def _thin_files():
                 yield path
 
 
-def _orm_writes(tree: ast.AST) -> list[int]:
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITE_METHODS:
-            target = node.func.value
-            # Model.objects.create(...), qs.update(...), obj.save(): an ORM write unless it is a dict/set method.
-            text = ast.unparse(target)
-            if ".objects" in text or node.func.attr in {"save", "bulk_create", "bulk_update"}:
-                lines.append(node.lineno)
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module == "django.db"
-            and any(a.name == "transaction" for a in node.names)
-        ):
-            lines.append(node.lineno)
-    return lines
+def _transaction_imports(tree: ast.AST) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "django.db"
+        and any(alias.name == "transaction" for alias in node.names)
+    ]
 
 
 @pytest.mark.parametrize("path", list(_thin_files()), ids=lambda p: str(p.relative_to(ROOT)))
-def test_thin_modules_leave_writes_to_services(path):
-    offending = _orm_writes(ast.parse(path.read_text()))
-    assert not offending, f"{path.relative_to(ROOT)} writes through the ORM at lines {offending}; call a service"
+def test_thin_modules_open_no_transaction(path):
+    offending = _transaction_imports(ast.parse(path.read_text()))
+    assert not offending, f"{path.relative_to(ROOT)} imports django.db.transaction at lines {offending}; call a service"
+
+
+# --- the write guard --------------------------------------------------------------------------------------------------
+
+
+def code_in(relative: str, source: str, **names):
+    """The functions of `source` compiled as if they were written in the project module `relative`: the guard sees
+    their frames there, exactly as it would see that module's own code."""
+    namespace = dict(names)
+    exec(compile(source, str(ROOT / relative), "exec"), namespace)
+    return namespace
+
+
+def stored_run() -> Run:
+    return Run.objects.get(pk=ingest(run_item()).created_ids[0])
+
+
+VIEW_WRITES = """
+def update_through_a_queryset(pk):
+    runs = Run.objects.filter(pk=pk)
+    runs.update(task="changed in a view")
+
+def save_an_instance(pk):
+    run = Run.objects.get(pk=pk)
+    run.task = "saved in a view"
+    run.save(update_fields=["task"])
+
+def delete_an_instance(pk):
+    Run.objects.get(pk=pk).delete()
+"""
+
+
+@pytest.mark.django_db
+def test_a_queryset_update_in_a_view_fails_the_test(_writes_go_through_services):
+    run = stored_run()
+    view = code_in("trajectories/views.py", VIEW_WRITES, Run=Run)
+    view["update_through_a_queryset"](run.pk)
+    assert [(v.module, v.function) for v in _writes_go_through_services] == [
+        ("trajectories/views.py", "update_through_a_queryset")
+    ]
+    assert _writes_go_through_services[0].statement.startswith('UPDATE "trajectories_run"')
+    assert "trajectories/views.py:4 (update_through_a_queryset) writes outside services" in str(
+        _writes_go_through_services[0]
+    )
+    _writes_go_through_services.clear()  # the deliberate violation must not fail this test
+
+
+@pytest.mark.django_db
+def test_save_and_delete_on_an_instance_in_a_view_are_caught_too(_writes_go_through_services):
+    run = stored_run()
+    view = code_in("graphs/api.py", VIEW_WRITES, Run=Run)
+    view["save_an_instance"](run.pk)
+    view["delete_an_instance"](run.pk)
+    found = {(v.module, v.function, v.statement.split()[0]) for v in _writes_go_through_services}
+    assert ("graphs/api.py", "save_an_instance", "UPDATE") in found
+    assert ("graphs/api.py", "delete_an_instance", "DELETE") in found
+    _writes_go_through_services.clear()
+
+
+@pytest.mark.django_db
+def test_the_same_writes_in_a_services_module_pass():
+    run = stored_run()
+    with writes_recorded() as violations:
+        code_in("trajectories/services.py", VIEW_WRITES, Run=Run)["update_through_a_queryset"](run.pk)
+        code_in("procedures/version_services.py", VIEW_WRITES, Run=Run)["save_an_instance"](run.pk)
+    assert violations == []
+    assert Run.objects.get(pk=run.pk).task == "saved in a view"
+
+
+@pytest.mark.django_db
+def test_a_selector_or_a_command_that_writes_is_caught(_writes_go_through_services):
+    run = stored_run()
+    code_in("trajectories/selectors.py", VIEW_WRITES, Run=Run)["update_through_a_queryset"](run.pk)
+    code_in("accounts/management/commands/seed_demo.py", VIEW_WRITES, Run=Run)["delete_an_instance"](run.pk)
+    assert {v.module for v in _writes_go_through_services} == {  # a delete cascades: several statements
+        "trajectories/selectors.py",
+        "accounts/management/commands/seed_demo.py",
+    }
+    _writes_go_through_services.clear()
+
+
+@pytest.mark.django_db
+def test_tests_and_factories_write_directly_and_reads_are_not_checked():
+    with writes_recorded() as violations:
+        run = stored_run()  # ingest through the service, then a read
+        Run.objects.filter(pk=run.pk).update(task="arranged by the test")
+        code_in("trajectories/views.py", "def read(pk):\n    return Run.objects.get(pk=pk).task\n", Run=Run)["read"](
+            run.pk
+        )
+    assert violations == []
+
+
+def test_a_violation_names_where_and_what():
+    violation = Violation("reviews/views.py", 12, "approve", 'UPDATE "reviews_promotionrequest" SET …')
+    assert str(violation).startswith("reviews/views.py:12 (approve) writes outside services: UPDATE")
+
+
+def test_the_listed_write_modules_exist():
+    from tests.write_guard import WRITE_MODULES
+
+    assert [path for path in WRITE_MODULES if not Path(ROOT, path).exists()] == []

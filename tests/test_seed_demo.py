@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from accounts.management.commands.seed_demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
+from accounts.demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
 from accounts.models import ApiToken, AuditEvent, User
 from accounts.services import api_token_authenticate
 from trajectories.models import Run, Step

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from accounts.services import Actor
+from config.demo_seeding import SeedContext, demo_seeder
 
 from .services import IngestResult, run_ingest_batch
 
@@ -178,3 +179,10 @@ def demo_run_items() -> list[dict[str, Any]]:
 def seed_demo_runs(*, actor: Actor) -> IngestResult:
     """Store the demo runs; running it again creates nothing (idempotent on source and external id)."""
     return run_ingest_batch(actor=actor, items=demo_run_items())
+
+
+@demo_seeder("runs", after=("agent-token",))
+def seed_demo_runs_step(ctx: SeedContext) -> str:
+    """A few dozen runs of a customer-support agent, pushed as the demo agent."""
+    result = seed_demo_runs(actor=ctx.agent_actor or ctx.actor)
+    return f"runs: {len(result.created_ids)} created, {len(result.existing_ids)} already there"

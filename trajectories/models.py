@@ -111,12 +111,9 @@ class RunDayQuerySet(models.QuerySet):
         return self.filter(source=EVALUATION_SOURCE)
 
 
-class RunDay(models.Model):
-    """Runs received on one day (in settings.TIME_ZONE) by source, intent and outcome, with their steps, tokens and
-    cost: kept by ingest in its own transaction (trajectories.rollup), read by the dashboard and the explorer's
-    totals instead of scanning every run."""
+class RunSums(models.Model):
+    """Runs by source, intent and outcome with their steps, tokens and cost: the columns RunDay and RunTotal share."""
 
-    day = models.DateField()
     source = models.CharField(max_length=100)
     intent = models.CharField(max_length=200, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
@@ -128,6 +125,17 @@ class RunDay(models.Model):
     objects = RunDayQuerySet.as_manager()
 
     class Meta:
+        abstract = True
+
+
+class RunDay(RunSums):
+    """Runs received on one day (in settings.TIME_ZONE) by source, intent and outcome, with their steps, tokens and
+    cost: kept by ingest in its own transaction (trajectories.rollup), read by the dashboard and the explorer's
+    totals instead of scanning every run."""
+
+    day = models.DateField()
+
+    class Meta:
         ordering = ["day", "source", "intent", "outcome"]
         constraints = [
             models.UniqueConstraint(fields=["day", "source", "intent", "outcome"], name="trajectories_runday_key"),
@@ -135,6 +143,21 @@ class RunDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.source}/{self.intent or '-'} {self.outcome}: {self.runs}"
+
+
+class RunTotal(RunSums):
+    """Every run ever received by source, intent and outcome, with their steps, tokens and cost: RunDay without the
+    day, so totals over all days read a few hundred rows rather than every day's (trajectories.rollup keeps both in
+    the ingest's transaction)."""
+
+    class Meta:
+        ordering = ["source", "intent", "outcome"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "intent", "outcome"], name="trajectories_runtotal_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}/{self.intent or '-'} {self.outcome}: {self.runs}"
 
 
 class Job(models.Model):

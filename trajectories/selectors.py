@@ -7,17 +7,19 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as time_of_day
 from types import MappingProxyType
 from typing import Any
 
-from django.db import connections
-from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Sum, Window
+from django.core.exceptions import EmptyResultSet
+from django.db import DatabaseError, connections, transaction
+from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Window
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import RowNumber
+from django.db.models.functions import RowNumber, TruncDate
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -26,7 +28,7 @@ from config.cursors import IntCursor, InvalidCursor
 from .core.search import search_terms
 from .core.steps import TrajectoryRun, TrajectoryStep, normalize_tool
 from .core.waterfall import waterfall
-from .models import Outcome, Run, RunDay, Step
+from .models import EVALUATION_SOURCE, Outcome, Run, RunDay, RunTotal, Step
 
 MAX_PAGE_SIZE = 200
 RUN_CURSOR = IntCursor("run")
@@ -279,14 +281,15 @@ def _rollup_fits(filters: RunFilters) -> bool:
 
 
 def _totals_from_days(filters: RunFilters) -> RunTotals:
-    days = RunDay.objects.all()
+    """From the all-time rows when no day bound is set, else from the day rows within the bounds."""
+    first, last = _whole_days(filters)
+    days = RunDay.objects.all() if first is not None or last is not None else RunTotal.objects.all()
     if filters.kind == "production":
         days = days.production()
     elif filters.kind == "evaluation":
         days = days.evaluation()
     exact = {"outcome": filters.outcome, "source": filters.source, "intent": filters.intent}
     days = days.filter(**{name: value for name, value in exact.items() if value})
-    first, last = _whole_days(filters)
     if first is not None:
         days = days.filter(day__gte=first)
     if last is not None:
@@ -332,6 +335,57 @@ def run_totals(*, filters: RunFilters) -> RunTotals:
         cost=row["cost"] or 0.0,
         capped=row["matching"] > TOTALS_CAP,
     )
+
+
+# A text search that matches few runs must not be answered by walking the runs in page order looking for matches:
+# PostgreSQL estimates every word outside its most common ones at the same frequency (thousands of runs in a
+# million), so for a rare word it walks the id index through most of the table (bench/pages.py: 0.3 s). A probe of
+# the newest SEARCH_PROBE_WINDOW runs tells a rare search from a common one (it stops at SEARCH_PROBE_MATCHES
+# matches, so a common word costs a few rows); a rare one is read from the GIN index first (a bitmap scan, whose
+# cost follows the matches), a common one finds its page among the newest runs. A table smaller than the window
+# reads the index first too.
+SEARCH_PROBE_WINDOW = 1_000
+SEARCH_PROBE_MATCHES = 26
+RESTORE_INDEXSCAN = "SELECT set_config('enable_indexscan', %s, true)"
+
+
+def text_search_is_rare(filters: RunFilters) -> bool:
+    """Fewer than SEARCH_PROBE_MATCHES of the newest SEARCH_PROBE_WINDOW runs match every filter (one query, bounded
+    by the window; always true when fewer runs are stored)."""
+    newest = Run.objects.order_by("-id").values("id")[SEARCH_PROBE_WINDOW - 1 : SEARCH_PROBE_WINDOW]
+    window = filters.apply(Run.objects.filter(id__gte=Subquery(newest)))
+    return window.values("id")[:SEARCH_PROBE_MATCHES].count() < SEARCH_PROBE_MATCHES
+
+
+@contextmanager
+def _text_index_first(filters: RunFilters) -> Iterator[None]:
+    """Within the block, a rare text search's queries read the GIN index first: index scans (the walks in page
+    order) are off, bitmap scans stay on; the setting is put back as it was when the block ends, even inside an
+    outer transaction. Elsewhere nothing changes."""
+    connection = connections[Run.objects.db]
+    searching = bool(filters.search and filters.search.strip())
+    if not (searching and connection.vendor == "postgresql" and text_search_is_rare(filters)):
+        yield
+        return
+    with transaction.atomic(using=Run.objects.db), connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('enable_indexscan'), set_config('enable_indexscan', 'off', true)")
+        (before, _) = cursor.fetchone()
+        try:
+            yield
+        except DatabaseError:
+            raise  # the block rolls back, and the setting with it
+        except BaseException:
+            cursor.execute(RESTORE_INDEXSCAN, [before])
+            raise
+        cursor.execute(RESTORE_INDEXSCAN, [before])
+
+
+def run_results(
+    *, filters: RunFilters, cursor: str | None = None, limit: int = 50, sort: str = "newest"
+) -> tuple[RunPage, RunTotals]:
+    """The explorer's page (run_page) and its totals (run_totals) under one plan for a text search."""
+    with _text_index_first(filters):
+        return run_page(filters=filters, cursor=cursor, limit=limit, sort=sort), run_totals(filters=filters)
 
 
 def _moment(value: datetime | None) -> str | None:
@@ -508,11 +562,13 @@ COLUMN_CHUNK = 2000
 
 
 def step_columns(
-    run_ids: Sequence[int], *, only_ok: bool = False, chunk_size: int = COLUMN_CHUNK
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, only_ok: bool = False, chunk_size: int = COLUMN_CHUNK
 ) -> Iterator[tuple[int, list[str], list[str]]]:
     """The steps of the runs among `run_ids` as columns, one run at a time in ascending run id order: (run id, its
     tool names, its arguments as JSON text), both in ordinal order; with `only_ok`, steps whose ok is true only.
-    Runs without (such) steps are left out.
+    Runs without (such) steps are left out. `run_ids` may be a queryset of run ids (`.values("pk")`) or a RawSQL
+    query selecting run ids (say, from a temporary table): on PostgreSQL it stays a subquery, so the ids never reach
+    Python.
 
     Memory stays flat in the number of runs: on PostgreSQL one query groups each run's steps into arrays and a
     server-side cursor hands over `chunk_size` runs at a time; elsewhere the ids are read `chunk_size` at a time.
@@ -521,41 +577,32 @@ def step_columns(
 
 
 def run_columns(
-    run_ids: Sequence[int], *, chunk_size: int = COLUMN_CHUNK
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, chunk_size: int = COLUMN_CHUNK
 ) -> Iterator[tuple[int, str, int, float, list[str], list[str]]]:
     """The runs among `run_ids` that exist, as columns, one at a time in ascending id order: (run id, outcome,
     total tokens, cost, tool names, arguments as JSON text), the steps in ordinal order (a run without steps has
-    empty lists). Streamed like `step_columns`."""
+    empty lists). Streamed like `step_columns` (`run_ids` may be a queryset or RawSQL query of run ids, too)."""
     yield from _columns(run_ids, with_run=True, only_ok=False, chunk_size=chunk_size)
 
 
-def _columns(run_ids: Sequence[int], *, with_run: bool, only_ok: bool, chunk_size: int) -> Iterator[tuple]:
+def _columns(
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_run: bool, only_ok: bool, chunk_size: int
+) -> Iterator[tuple]:
+    connection = connections[Run.objects.db]
+    if connection.vendor == "postgresql":
+        yield from _columns_on_postgresql(run_ids, with_run=with_run, only_ok=only_ok, chunk_size=chunk_size)
+        return
+    if isinstance(run_ids, QuerySet):
+        run_ids = list(run_ids.values_list("pk", flat=True))
+    elif isinstance(run_ids, RawSQL):
+        with connection.cursor() as cursor:
+            cursor.execute(run_ids.sql, run_ids.params)
+            run_ids = [pk for (pk,) in cursor.fetchall()]
     ids = sorted(set(run_ids))
     if not ids:
         return
-    connection = connections[Run.objects.db]
     step, run = Step._meta.db_table, Run._meta.db_table
     ok = " AND s.ok" if only_ok else ""
-    if connection.vendor == "postgresql":
-        if with_run:
-            sql = (
-                f"SELECT r.id, r.outcome, r.total_tokens, r.cost,"
-                f" coalesce(array_agg(s.tool ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}'),"
-                f" coalesce(array_agg(s.arguments ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}')"
-                f" FROM {run} r LEFT JOIN {step} s ON s.run_id = r.id"
-                f" WHERE r.id = ANY(%s::bigint[]) GROUP BY r.id ORDER BY r.id"
-            )
-        else:
-            sql = (
-                f"SELECT s.run_id, array_agg(s.tool ORDER BY s.ordinal), array_agg(s.arguments ORDER BY s.ordinal)"
-                f" FROM {step} s WHERE s.run_id = ANY(%s::bigint[]){ok} GROUP BY s.run_id ORDER BY s.run_id"
-            )
-        with connection.chunked_cursor() as cursor:
-            # The ids as one array literal: psycopg's per-element array dumper costs more than the query.
-            cursor.execute(sql, ["{" + ",".join(map(str, map(int, ids))) + "}"])
-            while rows := cursor.fetchmany(chunk_size):
-                yield from rows
-        return
     for start in range(0, len(ids), chunk_size):
         chunk = ids[start : start + chunk_size]
         marks = ", ".join(["%s"] * len(chunk))
@@ -581,3 +628,146 @@ def _columns(run_ids: Sequence[int], *, with_run: bool, only_ok: bool, chunk_siz
                     yield (*runs[run_id], tools, texts)
             elif tools:
                 yield run_id, tools, texts
+
+
+def _columns_on_postgresql(
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_run: bool, only_ok: bool, chunk_size: int
+) -> Iterator[tuple]:
+    """One grouped query, streamed by a server-side cursor; a query of run ids stays a subquery, made an array in
+    the server (`= ANY(ARRAY(…))`: the runs' and steps' indexes are then scanned for those ids in id order, with no
+    join to plan and no sort of the rows before grouping)."""
+    if isinstance(run_ids, QuerySet | RawSQL):
+        if isinstance(run_ids, RawSQL):
+            subquery, params = run_ids.sql, list(run_ids.params)
+        else:
+            try:
+                subquery, params = run_ids.values("pk").query.sql_with_params()
+            except EmptyResultSet:  # a queryset known to be empty (`.none()`)
+                return
+        among = f"= ANY(ARRAY({subquery}))"
+    else:
+        ids = sorted(set(run_ids))
+        if not ids:
+            return
+        # The ids as one array literal: psycopg's per-element array dumper costs more than the query.
+        among, params = "= ANY(%s::bigint[])", ["{" + ",".join(map(str, map(int, ids))) + "}"]
+    step, run = Step._meta.db_table, Run._meta.db_table
+    if with_run:
+        sql = (
+            f"SELECT r.id, r.outcome, r.total_tokens, r.cost,"
+            f" coalesce(array_agg(s.tool ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}'),"
+            f" coalesce(array_agg(s.arguments ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}')"
+            f" FROM {run} r LEFT JOIN {step} s ON s.run_id = r.id"
+            f" WHERE r.id {among} GROUP BY r.id ORDER BY r.id"
+        )
+    else:
+        ok = " AND s.ok" if only_ok else ""
+        sql = (
+            f"SELECT s.run_id, array_agg(s.tool ORDER BY s.ordinal), array_agg(s.arguments ORDER BY s.ordinal)"
+            f" FROM {step} s WHERE s.run_id {among}{ok} GROUP BY s.run_id ORDER BY s.run_id"
+        )
+    with connections[Run.objects.db].chunked_cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(chunk_size):
+            yield from rows
+
+
+def has_ok_step() -> Exists:
+    """An expression for annotating runs (`run_queryset()`): whether the run has a step whose ok is true."""
+    return Exists(Step.objects.filter(run_id=OuterRef("pk"), ok=True))
+
+
+# --- for other apps: where their reads of runs start (they never import trajectories.models; issue 14) -------------
+
+
+def run_queryset() -> QuerySet[Run]:
+    """Every stored run, unevaluated: other apps' selectors narrow it by the run's fields (intents by window, batch
+    and intent; `.production()` leaves out the runs answering evaluation jobs)."""
+    return Run.objects.all()
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """All runs ever received: production runs by outcome with their steps, and the evaluation runs apart."""
+
+    runs: int
+    successes: int
+    failures: int
+    steps: int
+    evaluation_runs: int
+
+
+def run_counts() -> RunCounts:
+    """From the all-time totals ingest keeps (trajectories.rollup): one query over a few hundred rows."""
+    production = ~Q(source=EVALUATION_SOURCE)
+    row = RunTotal.objects.aggregate(
+        production_runs=Sum("runs", filter=production, default=0),
+        successes=Sum("runs", filter=production & Q(outcome=Outcome.SUCCESS), default=0),
+        failures=Sum("runs", filter=production & Q(outcome=Outcome.FAILURE), default=0),
+        step_sum=Sum("steps", filter=production, default=0),
+        evaluation_runs=Sum("runs", filter=Q(source=EVALUATION_SOURCE), default=0),
+    )
+    return RunCounts(
+        runs=row["production_runs"],
+        successes=row["successes"],
+        failures=row["failures"],
+        steps=row["step_sum"],
+        evaluation_runs=row["evaluation_runs"],
+    )
+
+
+@dataclass(frozen=True)
+class DayTotal:
+    """Production runs received on one local day with one intent ("" for none) and one outcome."""
+
+    day: date
+    intent: str
+    outcome: str
+    runs: int
+    tokens: int
+    cost: float
+
+
+def production_day_totals(first_day: date) -> list[DayTotal]:
+    """Production runs per (day, intent, outcome) from `first_day` on, from the daily totals: one GROUP BY query
+    over the window's day rows (sources summed)."""
+    grouped = (
+        RunDay.objects.production()
+        .filter(day__gte=first_day)
+        .values("day", "intent", "outcome")
+        .annotate(run_sum=Sum("runs"), token_sum=Sum("tokens"), cost_sum=Sum("cost"))
+        .values_list("day", "intent", "outcome", "run_sum", "token_sum", "cost_sum")
+        .order_by()
+    )
+    return [DayTotal(*row) for row in grouped]
+
+
+def recent_production_runs(limit: int) -> list[Run]:
+    """The newest production runs, with the fields a summary line shows."""
+    fields = ("id", "source", "external_id", "task", "intent", "outcome", "score", "step_count", "created_at")
+    return list(Run.objects.production().only(*fields).order_by("-id")[:limit])
+
+
+def run_ids_by_identity(identities: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """{(source, external_id): run id} for the stored runs among `identities` (one query)."""
+    wanted = set(identities)
+    if not wanted:
+        return {}
+    rows = Run.objects.filter(external_id__in={external_id for _, external_id in wanted}).values_list(
+        "source", "external_id", "id"
+    )
+    return {(source, external_id): pk for source, external_id, pk in rows if (source, external_id) in wanted}
+
+
+def guided_runs_per_day(workspace_slug: str, *, since: datetime) -> dict[date, tuple[int, int]]:
+    """{local day: (runs, successes)} of the production runs received since `since` that name the graph workspace
+    in `graph_workspace` (one GROUP BY query)."""
+    grouped = (
+        Run.objects.production()
+        .filter(graph_workspace=workspace_slug, created_at__gte=since)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(runs=Count("id"), success=Count("id", filter=Q(outcome=Outcome.SUCCESS)))
+        .order_by()
+    )
+    return {item["day"]: (item["runs"], item["success"]) for item in grouped}

@@ -19,6 +19,7 @@ from . import selectors
 from .core.align import align_tools
 from .forms import RunFilterForm
 from .models import EVALUATION_SOURCE
+from .run_rows import run_rows
 
 PAGE_SIZE = 25
 # The range filters, passed to RunFilters under their own names.
@@ -102,17 +103,18 @@ def list_view(request: HttpRequest) -> HttpResponse:
     sort = values.get("sort") or "newest"
     cursor = values.get("cursor") or None
     try:
-        page = selectors.run_page(filters=filters, cursor=cursor, limit=PAGE_SIZE, sort=sort)
+        page, totals = selectors.run_results(filters=filters, cursor=cursor, limit=PAGE_SIZE, sort=sort)
     except InvalidCursor:
         notice = " ".join(filter(None, [notice, "That page link is no longer valid; showing the first page."]))
         cursor = None
-        page = selectors.run_page(filters=filters, limit=PAGE_SIZE, sort=sort)
-    totals = selectors.run_totals(filters=filters)
+        page, totals = selectors.run_results(filters=filters, limit=PAGE_SIZE, sort=sort)
     rubric_selectors.attach_rubric_scores(page.runs)
+    rows_html = run_rows(page.runs)
     active = _active(request, form)
     context = {
         "form": form,
         "page": page,
+        "rows_html": rows_html,
         "totals": totals,
         "notice": notice,
         "kind": filters.kind,

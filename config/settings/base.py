@@ -43,11 +43,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's session, auth and messages middleware, skipped by the per-step API calls (config/step_api.py), which
+    # authenticate with a bearer token and use none of them (config/step_middleware.py)
+    "config.step_middleware.BrowserSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",  # by its own name: `check --deploy` looks for it (W003)
+    "config.step_middleware.BrowserAuthenticationMiddleware",
+    "config.step_middleware.BrowserMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
@@ -207,6 +209,12 @@ WAYMARK_TRUSTED_PROXY_COUNT = env_int("WAYMARK_TRUSTED_PROXY_COUNT", 0)
 WAYMARK_API_RATE_PER_TOKEN = env_int("WAYMARK_API_RATE_PER_TOKEN", 1200)
 WAYMARK_API_AUTH_FAILURES_PER_IP = env_int("WAYMARK_API_AUTH_FAILURES_PER_IP", 30)
 WAYMARK_API_RATE_WINDOW_SECONDS = env_int("WAYMARK_API_RATE_WINDOW_SECONDS", 60)
+# Each process counts a token's calls in memory and adds them to the shared count in batches of at most this many,
+# and at least every FLUSH seconds; an IP's failed-authentication block is re-read at least every CHECK seconds.
+# A token can exceed its limit by fewer than BATCH calls per other web process (config/ratelimit.py).
+WAYMARK_API_RATE_BATCH = env_int("WAYMARK_API_RATE_BATCH", 20)
+WAYMARK_API_RATE_FLUSH_SECONDS = 0.5
+WAYMARK_API_RATE_CHECK_SECONDS = 1.0
 # Verified API tokens cached per process (accounts/token_cache.py): how long an entry lives, how often a process
 # reads the shared auth version (a revoked token or a removed role stops working within this time), how many entries,
 # and how often the last-used times are written. 0 seconds turns the cache off.

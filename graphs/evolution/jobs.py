@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from graphs.core import Graph
 from graphs.core.evaluation import Evaluation, EvaluationPending, TaskOutcome
+from trajectories.choices import JobStatus
 from trajectories.job_services import answering_agents, jobs_create
-from trajectories.models import JobStatus
 from trajectories.selectors import jobs_for_subject
 
 from ..models import Workspace

@@ -17,8 +17,8 @@ ids and revision; the property tests hold it to both `learn_procedure` and the l
   guess was too long: the first pass finishes the fold on tools only, and `open_runs` is called a second time to
   align the final sequence (at most two reads, whatever the input).
 
-Only the candidate's source ids (one string per run, part of the result) and a bounded set of distinct tool
-sequences seen are kept across runs.
+Only the candidate's source ids (one string per run, part of the result; left out with `keep_source_ids=False`)
+and a bounded set of distinct tool sequences seen are kept across runs.
 """
 
 from array import array
@@ -135,14 +135,19 @@ def learn_streamed(
     *,
     intent: str,
     decode: Callable[[Any], Any] = _same_value,
+    keep_source_ids: bool = True,
 ) -> ProcedureCandidate:
     """`learn_procedure` over `open_runs()`: runs as (trajectory id, tool names, raw arguments), in ascending id
     order (see the module docstring). The runs' steps must all be successful (the reader selects `ok is True`);
-    the rest is checked as `learn_procedure` checks it, with the same errors, plus NOT_ASCENDING."""
+    the rest is checked as `learn_procedure` checks it, with the same errors, plus NOT_ASCENDING.
+
+    With `keep_source_ids` False the candidate's `source_trajectory_ids` is empty and nothing per run is kept: for
+    a caller that knows which runs it streamed (mining stores them from the database)."""
     if not isinstance(intent, str) or not intent.strip():
         raise ValueError(INTENT_OR_RUNS_MISSING)
     codes = ToolCodes()
     fold = Fold(codes)
+    runs = 0
     ids: list[str] = []
     prefix: list[tuple[str, Sequence[Any]]] | None = []
     agreement: StreamedAgreement | None = None
@@ -154,7 +159,9 @@ def learn_streamed(
         if previous is not None and trajectory_id <= previous:
             raise ValueError(NOT_ASCENDING)
         previous = trajectory_id
-        ids.append(trajectory_id)
+        runs += 1
+        if keep_source_ids:
+            ids.append(trajectory_id)
         sequence = codes.encode(tools)
         shrank = fold.add(sequence)
         if prefix is not None:
@@ -167,7 +174,7 @@ def learn_streamed(
                 guessing, agreement = False, None
             elif not agreement.add(sequence, arguments):
                 raise ValueError(CHANGED_BETWEEN_PASSES)  # cannot happen: an unchanged fold is contained
-    if not ids:
+    if not runs:
         raise ValueError(INTENT_OR_RUNS_MISSING)
     shared = fold.current
     if not shared:

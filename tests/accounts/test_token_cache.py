@@ -35,6 +35,15 @@ def test_a_verified_token_is_served_from_the_cache_without_a_query(viewer, make_
     assert again is not first and again.user is not first.user  # requests never share a model instance
 
 
+def test_a_cached_users_password_is_deferred_never_blank(viewer, make_token, django_assert_num_queries):
+    plaintext = make_token(viewer, "graphs:read")
+    api_token_authenticate(plaintext)
+    cached = api_token_authenticate(plaintext).user
+    assert "password" in cached.get_deferred_fields()  # the cache never holds the hash
+    with django_assert_num_queries(1):  # read on demand, so a save can never blank it
+        assert cached.password == viewer.password and cached.password
+
+
 def test_a_wrong_secret_is_never_served_from_the_cache(viewer, make_token):
     plaintext = make_token(viewer, "graphs:read")
     assert api_token_authenticate(plaintext) is not None
@@ -203,11 +212,14 @@ def _up(base: str) -> bool:
 def test_a_revoked_token_and_a_removed_role_stop_working_on_every_process_within_a_second(two_servers):
     reader = user_with(username="tess")
     judge = user_with(Role.REVIEWER, username="jude")
-    token, plaintext = api_token_create(actor=Actor.system(), user=reader, name="t", scopes=["graphs:read"])
+    token, plaintext = api_token_create(
+        actor=Actor.system(), user=reader, name="t", scopes=["graphs:read", "procedures:read"]
+    )
     _, judging = api_token_create(actor=Actor.system(), user=judge, name="j", scopes=["reviews:judge"])
     for base in two_servers:
         for _ in range(2):  # the second call is served from that process's cache
             assert _status(base + "/api/v1/graphs", plaintext) == 200
+            assert _status(base + "/api/v1/procedures", plaintext) == 200  # a per-step call (config.step_api)
             assert _status(base + "/api/v1/reviews/queue", judging) == 200
 
     # A write that bypasses the signals (so the version stays) shows the processes really answer from their caches.
@@ -223,4 +235,5 @@ def test_a_revoked_token_and_a_removed_role_stop_working_on_every_process_within
         sent = time.monotonic() - changed
         assert sent < 1.0, f"the machine was too slow to check the bound ({sent:.2f} s)"
         assert _status(base + "/api/v1/graphs", plaintext) == 401
+        assert _status(base + "/api/v1/procedures", plaintext) == 401
         assert _status(base + "/api/v1/reviews/queue", judging) == 403

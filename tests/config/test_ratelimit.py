@@ -1,6 +1,8 @@
 """API rate limits (config/ratelimit.py): per token on every authenticated call, per client IP on failed
 authentications; 429 with the Error body and Retry-After."""
 
+import time
+
 import pytest
 from django.core.cache import cache
 from django.test import Client
@@ -15,8 +17,10 @@ T0 = 1_800_000_000.0  # a window boundary (a multiple of 60)
 @pytest.fixture(autouse=True)
 def clean_cache():
     cache.clear()
+    ratelimit.counters.clear()  # what this process counted (the shared counts are gone with the cache)
     yield
     cache.clear()
+    ratelimit.counters.clear()
 
 
 @pytest.fixture
@@ -110,3 +114,105 @@ def test_hit_counts_within_the_window(clock):
     assert [ratelimit.hit("t", "x", limit=2, window=10) for _ in range(3)] == [None, None, 10]
     clock["t"] = T0 + 10
     assert ratelimit.hit("t", "x", limit=2, window=10) is None
+
+
+# --- counting in the process, flushing in batches (issue 13) --------------------------------------------------------
+
+
+def shared_count(scope: str, subject: str, start: float = T0) -> int:
+    return cache.get(ratelimit._key(scope, subject, int(start))) or 0
+
+
+@pytest.fixture
+def batches(settings):
+    settings.WAYMARK_API_RATE_BATCH = 5
+    settings.WAYMARK_API_RATE_FLUSH_SECONDS = 3600  # only the batch size and the limit trigger a flush
+    return settings
+
+
+@pytest.fixture
+def processes(monkeypatch):
+    """switch(n): act as web process n from now on (each process has its own counters, all share the cache)."""
+    own = {}
+
+    def switch(n: int) -> None:
+        monkeypatch.setattr(ratelimit, "counters", own.setdefault(n, ratelimit.Counters()))
+
+    return switch
+
+
+def test_calls_are_added_to_the_shared_count_in_batches(batches, clock):
+    def hit():
+        return ratelimit.hit("t", "x", limit=10**6, window=WINDOW, batch=5)
+
+    hit()
+    assert shared_count("t", "x") == 1  # the first call of a window reads the shared count
+    for _ in range(4):
+        hit()
+    assert shared_count("t", "x") == 1  # four calls unflushed
+    hit()
+    assert shared_count("t", "x") == 6  # the fifth unflushed call flushes the batch
+
+
+def test_an_old_flush_is_renewed_after_the_flush_interval(batches, clock):
+    batches.WAYMARK_API_RATE_FLUSH_SECONDS = 0.05
+    ratelimit.hit("t", "x", limit=10**6, window=WINDOW, batch=5)
+    ratelimit.hit("t", "x", limit=10**6, window=WINDOW, batch=5)
+    assert shared_count("t", "x") == 1
+    time.sleep(0.06)
+    ratelimit.hit("t", "x", limit=10**6, window=WINDOW, batch=5)
+    assert shared_count("t", "x") == 3
+
+
+def test_one_process_refuses_exactly_past_the_limit_whatever_the_batch(batches, clock):
+    results = [ratelimit.hit("t", "x", limit=23, window=WINDOW, batch=5) for _ in range(30)]
+    assert results[:23] == [None] * 23 and set(results[23:]) == {WINDOW}
+    assert shared_count("t", "x") == 30  # near the limit every call is written
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_several_processes_exceed_a_token_limit_by_less_than_a_batch_each(batches, clock, processes, seed):
+    import random
+
+    limit, batch, count = 40, 5, 3
+    order = random.Random(seed)
+    accepted = 0
+    for _ in range(4 * limit):
+        processes(order.randrange(count))
+        if ratelimit.hit("t", "x", limit=limit, window=WINDOW, batch=batch) is None:
+            accepted += 1
+    assert limit <= accepted <= limit + count * (batch - 1)
+
+
+def test_a_token_limit_is_shared_by_the_processes(limits, clock, processes, make_token, operator):
+    token = make_token(operator, "graphs:read")
+    processes(1)
+    assert [call(token).status_code for _ in range(2)] == [200, 200]
+    processes(2)
+    assert [call(token).status_code for _ in range(2)] == [200, 429]  # limit 3: the shared count was read
+
+
+def test_an_ip_blocked_through_another_process_is_refused_here_within_the_check_interval(
+    limits, clock, processes, make_token, operator
+):
+    limits.WAYMARK_API_RATE_CHECK_SECONDS = 0.2
+    valid = make_token(operator, "graphs:read")
+    processes(1)
+    assert call(valid).status_code == 200  # process 1 has read the IP's failures: none
+    processes(2)
+    assert [call("wm_wrong").status_code for _ in range(3)] == [401, 401, 429]
+    processes(1)
+    assert call(valid).status_code == 200  # within the interval process 1 still counts on its last read
+    time.sleep(0.25)
+    assert_rate_limited(call(valid), 60)
+
+
+def test_a_failed_attempt_is_known_at_once_in_its_process(limits, clock, processes):
+    limits.WAYMARK_API_RATE_CHECK_SECONDS = 3600
+    processes(1)
+    assert call("wm_wrong").status_code == 401  # one failure, read back from the shared count
+    processes(2)
+    assert call("wm_wrong").status_code == 401  # the second: the limit (2) is reached
+    processes(1)
+    assert call("wm_wrong").status_code == 401  # stale in process 1: one attempt more, counted and read back
+    assert call("wm_wrong").status_code == 429

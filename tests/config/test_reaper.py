@@ -8,6 +8,7 @@ from accounts.models import AuditEvent
 from config.celery import app
 from config.reaper import reap_stuck_work, register_stuck_work, registered_stuck_work, stuck_work_reap
 from llm.models import ModelCall
+from llm.services import model_calls_abandon_stuck
 from tests.llm.factories import recorded_call
 
 pytestmark = pytest.mark.django_db
@@ -64,25 +65,27 @@ def test_the_limit_comes_from_settings(settings):
     assert call.status == "abandoned"
 
 
-def test_modelcall_is_registered_by_its_app():
-    entry = next(e for e in registered_stuck_work() if e.model is ModelCall)
-    assert (entry.status_field, entry.running, entry.since_field, entry.stuck_status) == (
-        "status",
-        "running",
-        "started_at",
-        "abandoned",
-    )
+def test_modelcall_is_registered_by_its_app_with_its_own_service():
+    assert registered_stuck_work()["llm.modelcall"] is model_calls_abandon_stuck
 
 
-def test_registering_a_missing_field_fails_at_start_up():
-    from django.core.exceptions import FieldDoesNotExist
+def test_every_registered_reaper_gets_the_cutoff_and_reports_its_count(monkeypatch):
+    seen = []
 
-    with pytest.raises(FieldDoesNotExist):
-        register_stuck_work(ModelCall, status_field="state", running="r", since_field="started_at", stuck_status="s")
-    with pytest.raises(ValueError, match="must differ"):
-        register_stuck_work(
-            ModelCall, status_field="status", running="running", since_field="started_at", stuck_status="running"
-        )
+    def reap(*, cutoff):
+        seen.append(cutoff)
+        return 7
+
+    monkeypatch.setattr("config.reaper._registry", {})
+    register_stuck_work("tests.thing", reap)
+    now = timezone.now()
+    assert stuck_work_reap(now=now, stuck_after=timedelta(minutes=3)) == {"tests.thing": 7}
+    assert seen == [now - timedelta(minutes=3)]
+
+
+def test_registering_something_not_callable_fails_at_start_up():
+    with pytest.raises(TypeError, match="must be callable"):
+        register_stuck_work("tests.thing", "llm.services.model_calls_abandon_stuck")
 
 
 def test_beat_runs_the_registered_task_every_minute():

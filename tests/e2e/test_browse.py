@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from accounts.management.commands.seed_demo import DEMO_PASSWORD
+from accounts.demo import DEMO_PASSWORD
 from trajectories.models import Run
 
 pytestmark = pytest.mark.e2e

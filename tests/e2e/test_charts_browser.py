@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from procedures import services
+from procedures import offline_replay_services
 from procedures.models import Procedure
 from tests.e2e.conftest import browser_type_launch_args, page_as  # noqa: F401  (shared browser fixtures)
 from tests.graphs.factories import make_demo_workspace
@@ -44,7 +44,9 @@ def replayed_candidate():
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
     promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
-    services.replay_offline_run(replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids))
+    offline_replay_services.replay_offline_run(
+        replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
+    )
     return candidate
 
 
@@ -98,7 +100,7 @@ def test_a_replay_finishing_while_the_page_is_open_brings_its_chart(page_as, vie
     assert page.locator("canvas[data-chart]").count() == 0
     assert page.get_by_text("No replay of this version has finished yet").is_visible()
 
-    services.replay_offline_run(replay=replay)  # the section polls every 3 s and is swapped by htmx
+    offline_replay_services.replay_offline_run(replay=replay)  # the section polls every 3 s and is swapped by htmx
 
     canvas = page.locator(f'canvas[data-chart="replay-{replay.pk}-shares"]')
     canvas.wait_for(timeout=15_000)

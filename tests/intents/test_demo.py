@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from accounts.management.commands.seed_demo import DEMO_PASSWORD
+from accounts.demo import DEMO_PASSWORD
 from accounts.models import AuditEvent
 from intents.demo import NOVEL_LABEL
 from intents.models import (

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from intents.models import IntentJudgment, TaxonomyVersion
 from intents.taxonomy_selectors import runs_of_intent
-from procedures.services import procedure_mine
+from procedures.mining_services import procedure_mine
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in
 from tests.intents.taxonomy_fixtures import (  # noqa: F401 (fixtures)

@@ -11,12 +11,12 @@ app = worker_app()
 
 from django.conf import settings  # noqa: E402
 
-from procedures import services  # noqa: E402
-
 settings.WAYMARK_REPLAY_LEASE_SECONDS = int(os.environ.get("FAULT_LEASE_SECONDS", "2"))
 settings.WAYMARK_REPLAY_MAX_ATTEMPTS = int(os.environ.get("FAULT_MAX_ATTEMPTS", "10"))
 
-_heartbeat = services.replay_heartbeat
+from procedures import offline_replay_services, replay_services  # noqa: E402
+
+_heartbeat = offline_replay_services.replay_heartbeat
 
 
 def replay_heartbeat(replay, worker, stage):
@@ -24,9 +24,9 @@ def replay_heartbeat(replay, worker, stage):
     die_once_at(stage)
 
 
-services.replay_heartbeat = replay_heartbeat
+offline_replay_services.replay_heartbeat = replay_heartbeat
 
-_settle_version = services._settle_version
+_settle_version = replay_services.settle_version
 
 
 def settle_version(version_id):
@@ -35,9 +35,9 @@ def settle_version(version_id):
     return status
 
 
-services._settle_version = settle_version
+replay_services.settle_version = settle_version
 
-_finish = services._finish
+_finish = offline_replay_services.finish_replay
 
 
 def finish(*args, **kwargs):
@@ -47,4 +47,4 @@ def finish(*args, **kwargs):
     return replay
 
 
-services._finish = finish
+offline_replay_services.finish_replay = finish

@@ -15,11 +15,11 @@ app = worker_app()
 from django.conf import settings  # noqa: E402
 from django.db import transaction  # noqa: E402
 
-from procedures import services  # noqa: E402
-
 settings.WAYMARK_REPLAY_LEASE_SECONDS = int(os.environ.get("FAULT_LEASE_SECONDS", "2"))
 
-_enqueue = services._enqueue_replay_on_commit
+from procedures import mining_services, offline_replay_services  # noqa: E402
+
+_enqueue = mining_services.enqueue_replay_on_commit
 
 
 def enqueue_replay_on_commit(replay):
@@ -29,9 +29,9 @@ def enqueue_replay_on_commit(replay):
     die_once_at("learned")  # the last thing inside procedure_mine's transaction
 
 
-services._enqueue_replay_on_commit = enqueue_replay_on_commit
+mining_services.enqueue_replay_on_commit = enqueue_replay_on_commit  # where procedure_mine looks it up
 
-_finish = services._finish
+_finish = offline_replay_services.finish_replay
 
 
 def finish(*args, **kwargs):
@@ -40,4 +40,4 @@ def finish(*args, **kwargs):
     return replay
 
 
-services._finish = finish
+offline_replay_services.finish_replay = finish

@@ -3,7 +3,7 @@
 import pytest
 
 from accounts.services import Actor
-from procedures import services
+from procedures import mining_services
 from procedures.models import ProcedureVersion, ReplayRun
 from tests.promote import promote_procedure_version
 from trajectories.models import Job, Run
@@ -24,7 +24,7 @@ def result_url(job_id):
 def active(admin_user, operator, django_capture_on_commit_callbacks):
     refund_runs()
     with django_capture_on_commit_callbacks(execute=True):
-        version = services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
+        version = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
     promote_procedure_version(version)
     return ProcedureVersion.objects.get(pk=version.pk)
 
@@ -139,7 +139,7 @@ def test_a_token_whose_user_lost_the_operator_role_cannot_mine(api_client, make_
 def live_replay(operator, django_capture_on_commit_callbacks):
     refund_runs(successes=10, failures=0)
     with django_capture_on_commit_callbacks(execute=True):
-        result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+        result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     return result.version.replays.get(mode="live")
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from procedures import services
+from procedures import offline_replay_services
 from procedures.models import Procedure, ProcedureVersion
 from reviews.models import PromotionRequest
 from tests.e2e.conftest import browser_type_launch_args, page_as  # noqa: F401  (shared browser fixtures)
@@ -49,7 +49,9 @@ def test_procedure_pages_fit_a_narrow_screen(page_as, admin_user):  # noqa: F811
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
     promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
-    services.replay_offline_run(replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids))
+    offline_replay_services.replay_offline_run(
+        replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
+    )
     page = page_as(admin_user)
     page.set_viewport_size({"width": 380, "height": 800})
     too_wide = {}

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from accounts.services import Actor
 from config.celery import app
-from procedures import services
+from procedures import mining_services
 from procedures.models import ProcedureVersion, ReplayRun, ReplayStatus, VersionStatus
 
 from .factories import REFUND, refund_runs
@@ -53,7 +53,7 @@ def replay_done(replay_id):
 def test_a_worker_replays_a_mined_version_and_stores_the_gate_report(transactional_db, redis_app, operator):
     refund_runs(successes=10, failures=4)
 
-    result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=False)
+    result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=False)
 
     (replay,) = result.replays
     assert wait_for(lambda: replay_done(replay.pk)), "the worker did not finish the offline replay"
@@ -67,7 +67,7 @@ def test_a_worker_settles_a_live_replay_the_demo_agent_answers(
     transactional_db, redis_app, live_server, operator, make_token, make_agent_token
 ):
     refund_runs(successes=10, failures=2)
-    result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+    result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     offline, live = sorted(result.replays, key=lambda replay: replay.mode != "offline")
     assert wait_for(lambda: replay_done(offline.pk))
     assert wait_for(lambda: ReplayRun.objects.get(pk=live.pk).status == ReplayStatus.RUNNING)

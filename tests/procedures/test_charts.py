@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from procedures import charts, services
+from procedures import charts, offline_replay_services
 from procedures.models import Procedure, ReplayRun
 from tests.conftest import logged_in
 from tests.promote import promote_procedure_version
@@ -52,7 +52,7 @@ def scenario(title: str = "refund_request"):
     promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
     replay = queued_replay(candidate, compared_with=active, held_out=held_out)
-    services.replay_offline_run(replay=replay)
+    offline_replay_services.replay_offline_run(replay=replay)
     return procedure, active, candidate, replay
 
 
@@ -90,11 +90,11 @@ def test_without_a_comparison_on_the_replay_the_active_versions_latest_replay_is
     procedure = Procedure.objects.create(intent="refund request", title="refund_request")
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
     own = queued_replay(active, compared_with=None, held_out=held_out)
-    services.replay_offline_run(replay=own)
+    offline_replay_services.replay_offline_run(replay=own)
     promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
     replay = queued_replay(candidate, compared_with=None, held_out=held_out)
-    services.replay_offline_run(replay=replay)
+    offline_replay_services.replay_offline_run(replay=replay)
 
     html = logged_in(viewer).get(version_url(candidate)).content.decode()
 
@@ -110,7 +110,7 @@ def test_with_no_active_version_only_the_candidate_is_charted(viewer):
     procedure = Procedure.objects.create(intent="refund request", title="refund_request")
     first = stored_version(procedure, "lookup_policy", "issue_refund", number=1, status="candidate")
     replay = queued_replay(first, compared_with=None, held_out=held_out)
-    services.replay_offline_run(replay=replay)
+    offline_replay_services.replay_offline_run(replay=replay)
 
     html = logged_in(viewer).get(version_url(first)).content.decode()
 

@@ -1,6 +1,7 @@
 """Mining and offline replay over stored runs read as streamed columns: the version holds exactly the candidate
 learn_procedure gives on the same stored runs, and the replay stores exactly replay_procedure's cases and metrics."""
 
+import dataclasses
 import json
 
 import pytest
@@ -8,7 +9,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.services import Actor
-from procedures import core, services
+from procedures import (
+    core,
+    errors,
+    live_replay_services,
+    mining_services,
+    offline_replay_services,
+    replay_services,
+    split_services,
+    spooled_cases,
+)
 from procedures.mining import split_ids, trajectory_id
 from procedures.models import ReplayCase, ReplayStatus
 from tests.procedures.core.reference import reference_learn_procedure
@@ -57,7 +67,6 @@ def test_mining_stored_runs_as_columns_gives_the_candidate_of_learn_procedure(op
     Run.objects.all().delete()
     ingest(*items)
     successes = sorted(Run.objects.filter(intent=REFUND, outcome="success").values_list("pk", flat=True))
-    failures = sorted(Run.objects.filter(intent=REFUND, outcome="failure").values_list("pk", flat=True))
     if len(successes) < 2:
         return
     training = split_ids(successes, held_out_share=0.3, seed=seed, at_least_one=True).training
@@ -73,14 +82,17 @@ def test_mining_stored_runs_as_columns_gives_the_candidate_of_learn_procedure(op
         except ValueError as error:
             reference = str(error)
         assert reference == expected
+    split = split_services.split_runs(Run.objects.filter(intent=REFUND), held_out_share=0.3, seed=seed)
     try:
-        learnt = services._learn("refund request", successes, failures, held_out_share=0.3, seed=seed)
-    except services.MiningError as error:
+        learnt = mining_services.learn_from_split("refund request", split)
+    except errors.MiningError as error:
         assert not isinstance(expected, core.ProcedureCandidate), error
         return
-    assert learnt.candidate == expected
-    assert learnt.sources == sorted(pk for pk, steps in ok_steps.items() if steps)
-    assert learnt.skipped == sorted(pk for pk, steps in ok_steps.items() if not steps)
+    # Mining keeps no source ids in the candidate (the version's list is written from the database).
+    assert learnt.candidate == dataclasses.replace(expected, source_trajectory_ids=())
+    lists = split.run_lists()
+    assert lists["source_run_ids"] == sorted(pk for pk, steps in ok_steps.items() if steps)
+    assert lists["skipped_run_ids"] == sorted(pk for pk, steps in ok_steps.items() if not steps)
 
 
 def test_step_and_run_columns_stream_what_the_orm_reads(operator):
@@ -103,6 +115,10 @@ def test_step_and_run_columns_stream_what_the_orm_reads(operator):
                     (ids[3], "failure", ["c"])]  # fmt: skip
     totals = {row[0]: (row[2], row[3]) for row in run_columns(ids)}
     assert totals == {run.pk: (run.total_tokens, run.cost) for run in Run.objects.filter(pk__in=ids)}
+    # The runs given as a queryset of ids (a subquery on PostgreSQL): the same columns.
+    as_query = Run.objects.filter(pk__in=[ids[0], ids[1], ids[3]]).values("pk")
+    assert list(step_columns(as_query, only_ok=True, chunk_size=1)) == list(step_columns(asked, only_ok=True))
+    assert list(step_columns(Run.objects.none().values("pk"))) == []
 
 
 @pytest.mark.parametrize("order", ["ascending", "shuffled"])
@@ -111,7 +127,7 @@ def test_an_offline_replay_over_columns_stores_the_cases_and_metrics_of_replay_p
     items.append(run_item(intent=REFUND, outcome="failure", steps=[step_item("lookup_policy", ok=False)]))
     items.append(run_item(intent=REFUND, steps=[step_item("issue_refund", arguments={"order_id": "B"})]))
     ids = ingest(*items).created_ids
-    result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=False)
+    result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=False)
     (replay,) = result.replays
     held_out = [*ids[2:], 10**9]  # a deleted run: an unanswered case
     if order == "shuffled":
@@ -119,11 +135,11 @@ def test_an_offline_replay_over_columns_stores_the_cases_and_metrics_of_replay_p
     type(replay).objects.filter(pk=replay.pk).update(held_out_run_ids=held_out)
     replay.refresh_from_db()
 
-    done = services.replay_offline_run(replay=replay)
+    done = offline_replay_services.replay_offline_run(replay=replay)
 
-    recorded = services._recorded_runs(held_out)
+    recorded = live_replay_services._recorded_runs(held_out)
     expected = core.replay_procedure(
-        services._procedure_steps(done.version),
+        replay_services.procedure_steps(done.version),
         [core.ReplayCase(case_id=str(pk), run=recorded.get(pk)) for pk in held_out],
         mode="offline",
     )
@@ -140,12 +156,12 @@ def test_an_offline_replay_over_columns_stores_the_cases_and_metrics_of_replay_p
 
 def test_an_offline_replay_with_a_repeated_case_fails_with_the_reason(operator):
     ids = ingest(*[run_item(intent=REFUND) for _ in range(4)]).created_ids
-    (replay,) = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=False).replays
+    (replay,) = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=False).replays
     for held_out in ([ids[0], ids[0]], [ids[1], ids[0], ids[1]]):
         type(replay).objects.filter(pk=replay.pk).update(
             held_out_run_ids=held_out, status=ReplayStatus.QUEUED, lease_owner="", lease_expires_at=None
         )
-        done = services.replay_offline_run(replay=replay)
+        done = offline_replay_services.replay_offline_run(replay=replay)
         assert done.status == ReplayStatus.FAILED
         assert f"replay case '{held_out[-1] if held_out[0] == held_out[1] else ids[1]}' is repeated" in done.error
 
@@ -170,7 +186,7 @@ def test_spooled_case_rows_hold_exactly_the_payloads_of_the_case_rows():
         ),
     ]
     report = core.replay_procedure(procedure, cases, active=active)
-    spooled = services._SpooledCases(5)
+    spooled = spooled_cases.SpooledCases(5)
     try:
         for case in report.cases:
             spooled.add(case)
@@ -179,7 +195,7 @@ def test_spooled_case_rows_hold_exactly_the_payloads_of_the_case_rows():
         spooled.close()
     expected = [
         (5, row.arm, row.case_run_id, row.result, row.answered)
-        for row in services._case_rows(None, report, result_runs={})
+        for row in live_replay_services._case_rows(None, report, result_runs={})
     ]
     assert rows == expected
     assert len(rows) == 8 and rows[5][3]["cost"] == 0.1 + 0.2

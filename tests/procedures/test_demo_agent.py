@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.core.management import call_command
 
 from accounts.services import Actor
-from procedures import services
+from procedures import live_replay_services, mining_services
 from procedures.demo_agent import MAX_WALK_STEPS, simulate_graph_run, simulate_job, simulate_run
 from procedures.models import ReplayStatus, VersionStatus
 from trajectories.models import Job, JobStatus, Run
@@ -63,14 +63,14 @@ def test_it_answers_every_live_replay_job_over_http(
     transactional_db, live_server, operator, make_token, make_agent_token
 ):
     refund_runs(successes=10, failures=2)
-    result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+    result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     live = result.version.replays.get(mode="live")
     token = make_agent_token("evaluations:run")
     out = io.StringIO()
 
     call_command("run_demo_agent", "--once", "--token", token, "--url", live_server.url, stdout=out)
 
-    jobs = Job.objects.filter(subject=services.replay_subject(live))
+    jobs = Job.objects.filter(subject=live_replay_services.replay_subject(live))
     assert jobs.exists() and set(jobs.values_list("status", flat=True)) == {JobStatus.DONE}
     assert f"answered {jobs.count()} job(s)" in out.getvalue()
     assert Run.objects.filter(source="waymark-evaluation").count() == jobs.count()
@@ -174,7 +174,7 @@ def test_one_loop_answers_graph_evaluation_and_replay_jobs_over_http(
     assert evolution.status == EvolutionRun.Status.WAITING
     assert Job.objects.filter(kind=JOB_KIND, status=JobStatus.QUEUED).count() == 3
     refund_runs(successes=10, failures=2)
-    live = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True).version.replays.get(
+    live = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True).version.replays.get(
         mode="live"
     )
     out = io.StringIO()

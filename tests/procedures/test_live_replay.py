@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.services import Actor
-from procedures import services
+from procedures import live_replay_services, mining_services
 from procedures.models import ProcedureVersion, ReplayCase, ReplayStatus, VersionStatus
 from trajectories import job_services
 from trajectories.models import Job, JobStatus
@@ -21,20 +21,22 @@ AGENT = Actor.system()
 def live(operator, django_capture_on_commit_callbacks):
     refund_runs(successes=10, failures=0)
     with django_capture_on_commit_callbacks(execute=True):
-        result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+        result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     return result.version.replays.get(mode="live")
 
 
 def claim_all():
     jobs = []
-    while job := job_services.job_claim(actor=AGENT, kind=services.REPLAY_JOB_KIND, worker="t", lease_seconds=60):
+    while job := job_services.job_claim(
+        actor=AGENT, kind=live_replay_services.REPLAY_JOB_KIND, worker="t", lease_seconds=60
+    ):
         jobs.append(job)
     return jobs
 
 
 def test_mining_with_live_replay_queues_one_job_per_held_out_case(live):
     assert live.status == ReplayStatus.RUNNING and live.deadline is not None
-    jobs = Job.objects.filter(subject=services.replay_subject(live))
+    jobs = Job.objects.filter(subject=live_replay_services.replay_subject(live))
     assert sorted(job.payload["case_run_id"] for job in jobs) == sorted(live.held_out_run_ids)
     assert {job.payload["arm"] for job in jobs} == {"candidate"}
     assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.REPLAYING
@@ -69,20 +71,20 @@ def test_after_the_deadline_unanswered_cases_are_reported_and_never_pass(live, d
     live.refresh_from_db()
     assert live.status == ReplayStatus.RUNNING
 
-    settled = services.replay_live_settle(replay=live, now=live.deadline + timedelta(seconds=1))
+    settled = live_replay_services.replay_live_settle(replay=live, now=live.deadline + timedelta(seconds=1))
 
     assert settled.status == ReplayStatus.DONE
     unanswered = set(live.held_out_run_ids) - {first.payload["case_run_id"]}
     assert set(settled.report["unanswered"]) == unanswered
     assert settled.gate_report["passed"] is False
     assert ReplayCase.objects.filter(replay=live, answered=False).count() == len(unanswered)
-    assert not Job.objects.filter(subject=services.replay_subject(live), status=JobStatus.LEASED).exists()
+    assert not Job.objects.filter(subject=live_replay_services.replay_subject(live), status=JobStatus.LEASED).exists()
     assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.FAILED
 
 
 def test_before_the_deadline_an_incomplete_replay_keeps_running(live):
-    assert services.replay_live_settle(replay=live, now=timezone.now()).status == ReplayStatus.RUNNING
-    assert services.overdue_live_replays(now=live.deadline + timedelta(seconds=1)) == [live.pk]
+    assert live_replay_services.replay_live_settle(replay=live, now=timezone.now()).status == ReplayStatus.RUNNING
+    assert live_replay_services.overdue_live_replays(now=live.deadline + timedelta(seconds=1)) == [live.pk]
 
 
 def test_the_beat_task_settles_overdue_live_replays(live, django_capture_on_commit_callbacks):

@@ -10,7 +10,8 @@ from django.urls import reverse
 from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
-from procedures import services
+from procedures import errors, mining_services, offline_replay_services, version_services
+from procedures.mining import split_ids
 from procedures.models import ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
 from reviews import services as review_services
 from tests.conftest import logged_in
@@ -40,7 +41,7 @@ def htmx(client, url):
 def mined(operator, django_capture_on_commit_callbacks):
     refund_runs()
     with django_capture_on_commit_callbacks(execute=True):
-        return services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
+        return mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
 
 
 def status_badge(page):
@@ -56,7 +57,7 @@ def test_after_the_replay_finishes_the_polled_fragment_brings_the_status_and_the
     assert 'hx-trigger="every 3s"' in page and status_badge(page) == "candidate"
     assert "Propose version 2 for activation" not in page
 
-    services.replay_offline_run(replay=replay)
+    offline_replay_services.replay_offline_run(replay=replay)
     assert ProcedureVersion.objects.get(pk=candidate.pk).status == VersionStatus.READY
     fragment = htmx(client, version_url(candidate))
     assert fragment.lstrip().startswith('<div id="replays"') and "<html" not in fragment
@@ -135,7 +136,7 @@ def test_mining_again_with_live_queues_a_live_replay_of_the_same_version(operato
     page = client.get(response["Location"]).content.decode()
     assert "live replay is queued" in page and "Nothing new" not in page
 
-    again = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+    again = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     assert again.replays == ()  # one is running: not a second one
     assert mined.replays.filter(mode=ReplayMode.LIVE).count() == 1
 
@@ -177,24 +178,29 @@ def test_another_split_that_learns_other_steps_makes_a_new_version(operator, dja
 
     from .factories import refund_run
 
-    ingest(*[refund_run("lookup_policy", "issue_refund") for _ in range(3)])
-    ingest(*[refund_run("lookup_policy", "check_account", "issue_refund") for _ in range(3)])
+    short = ingest(*[refund_run("lookup_policy", "issue_refund") for _ in range(3)]).created_ids
+    longer = ingest(*[refund_run("lookup_policy", "check_account", "issue_refund") for _ in range(3)]).created_ids
+    runs = short + longer
+
+    def trains_on(ids, seed):
+        return set(split_ids(runs, held_out_share=0.5, seed=seed, at_least_one=True).training) == set(ids)
+
+    first_seed = next(seed for seed in range(1000) if not trains_on(longer, seed))  # learns the short shape
+    other_seed = next(seed for seed in range(1000) if trains_on(longer, seed))  # learns the longer one
     with django_capture_on_commit_callbacks(execute=True):
-        first = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, seed=1, held_out_share=0.5).version
-    results = set()
-    for seed in range(2, 40):
-        with django_capture_on_commit_callbacks(execute=True):
-            result = services.procedure_version_resplit(
-                actor=Actor(user=operator), version=first, seed=seed, held_out_share=0.5
-            )
-        results.add(result.created)
-        if result.created:
-            new = result.version
-            assert new.parent_id == first.pk and new.number > first.number
-            assert set(new.held_out_run_ids).isdisjoint(new.training_run_ids)
-            assert AuditEvent.objects.filter(verb="procedure_version.resplit", target_id=str(new.pk)).exists()
-            break
-    assert True in results
+        first = mining_services.procedure_mine(
+            actor=Actor(user=operator), intent=REFUND, seed=first_seed, held_out_share=0.5
+        ).version
+    assert first.tools == ["lookup_policy", "issue_refund"]
+    with django_capture_on_commit_callbacks(execute=True):
+        result = version_services.procedure_version_resplit(
+            actor=Actor(user=operator), version=first, seed=other_seed, held_out_share=0.5
+        )
+    new = result.version
+    assert result.created and new.tools == ["lookup_policy", "check_account", "issue_refund"]
+    assert new.parent_id == first.pk and new.number > first.number
+    assert sorted(new.training_run_ids) == sorted(longer) and sorted(new.held_out_run_ids) == sorted(short)
+    assert AuditEvent.objects.filter(verb="procedure_version.resplit", target_id=str(new.pk)).exists()
 
 
 @pytest.mark.parametrize(
@@ -217,5 +223,7 @@ def test_a_bad_split_is_refused_with_the_reason_and_nothing_queued(operator, min
 
 def test_a_split_rerun_waits_for_an_open_replay(operator, mined):
     queued_replay(mined, compared_with=None, held_out=mined.held_out_run_ids)
-    with pytest.raises(services.ReplayRefused, match="queued or running"):
-        services.procedure_version_resplit(actor=Actor(user=operator), version=mined, seed=3, held_out_share=0.5)
+    with pytest.raises(errors.ReplayRefused, match="queued or running"):
+        version_services.procedure_version_resplit(
+            actor=Actor(user=operator), version=mined, seed=3, held_out_share=0.5
+        )

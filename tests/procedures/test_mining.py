@@ -5,7 +5,7 @@ from django.db import transaction
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import services
+from procedures import errors, mining_services
 from procedures.mining import content_revision, intent_key, split_ids
 from procedures.models import Procedure, ProcedureVersion, ReplayRun, VersionStatus
 from tests.trajectories.factories import ingest
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def mine(user=None, **kwargs):
     kwargs.setdefault("intent", REFUND)
-    return services.procedure_mine(actor=Actor(user=user), **kwargs)
+    return mining_services.procedure_mine(actor=Actor(user=user), **kwargs)
 
 
 def test_the_split_is_the_same_for_the_same_ids_share_and_seed():
@@ -72,9 +72,9 @@ def mine_and_roll_back(user, **kwargs) -> tuple[list[int], list[int]]:
     """A fresh mining of the same runs (rolled back, so the next one is not answered with the stored version)."""
     savepoint = transaction.savepoint_create()  # not an atomic block: the service's durable block may run inside it
     result = mine(user, **kwargs)
+    split = (sorted(result.version.training_run_ids), sorted(result.version.held_out_run_ids))  # read while stored
     transaction.savepoint_rollback(savepoint)
     assert result.created and not ProcedureVersion.objects.exists()
-    split = (sorted(result.version.training_run_ids), sorted(result.version.held_out_run_ids))
     return split
 
 
@@ -102,30 +102,30 @@ def test_only_ok_steps_are_mined_and_empty_runs_are_skipped(operator):
 
 def test_it_refuses_with_too_few_successful_runs_and_writes_nothing(operator):
     ingest(refund_run(), refund_run(outcome="failure"))
-    with pytest.raises(services.MiningError, match="1 successful run"):
+    with pytest.raises(errors.MiningError, match="1 successful run"):
         mine(operator)
     assert not Procedure.objects.exists() and not ProcedureVersion.objects.exists()
 
 
 def test_it_refuses_an_unknown_intent_and_a_bad_share(operator):
-    with pytest.raises(services.MiningError, match="0 successful"):
+    with pytest.raises(errors.MiningError, match="0 successful"):
         mine(operator, intent="nothing_like_this")
-    with pytest.raises(services.MiningError, match="an intent is required"):
+    with pytest.raises(errors.MiningError, match="an intent is required"):
         mine(operator, intent="  __ ")
-    with pytest.raises(services.MiningError, match="held_out_share"):
+    with pytest.raises(errors.MiningError, match="held_out_share"):
         mine(operator, held_out_share=1.0)
 
 
 def test_it_refuses_runs_that_share_no_step(operator):
     ingest(*[refund_run("a") for _ in range(2)], *[refund_run("b") for _ in range(2)])
-    with pytest.raises(services.MiningError, match="share no procedure steps"):
+    with pytest.raises(errors.MiningError, match="share no procedure steps"):
         mine(operator, held_out_share=0.25, seed=1)
     assert not ProcedureVersion.objects.exists()
 
 
 def test_a_user_without_the_operator_role_cannot_mine(viewer):
     refund_runs()
-    with pytest.raises(services.NotAllowed):
+    with pytest.raises(errors.NotAllowed):
         mine(viewer)
     assert not ProcedureVersion.objects.exists()
 
@@ -133,13 +133,13 @@ def test_a_user_without_the_operator_role_cannot_mine(viewer):
 def test_intents_are_due_again_after_enough_new_successful_runs(operator, settings):
     settings.WAYMARK_MINE_MIN_NEW_RUNS = 5
     refund_runs(successes=6, failures=0)
-    assert services.intents_due_for_mining() == ["refund request"]
+    assert mining_services.intents_due_for_mining() == ["refund request"]
     mine(operator)
-    assert services.intents_due_for_mining() == []
+    assert mining_services.intents_due_for_mining() == []
     refund_runs(successes=4, failures=3)
-    assert services.intents_due_for_mining() == []
+    assert mining_services.intents_due_for_mining() == []
     refund_runs(successes=1, failures=0)
-    assert services.intents_due_for_mining() == ["refund request"]
+    assert mining_services.intents_due_for_mining() == ["refund request"]
 
 
 def test_the_periodic_task_mines_due_intents(settings, django_capture_on_commit_callbacks):

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import services
+from procedures import mining_services, offline_replay_services
 from procedures.models import Procedure, ProcedureVersion
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in
@@ -32,7 +32,7 @@ def post(client, url, data):
 def mined(operator, django_capture_on_commit_callbacks):
     refund_runs()
     with django_capture_on_commit_callbacks(execute=True):
-        return services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
+        return mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND).version
 
 
 @pytest.mark.parametrize("who", ["operator", "viewer", "admin_user"])
@@ -92,7 +92,9 @@ def test_the_version_page_shows_regressions_with_coloured_deltas(viewer, admin_u
     active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
     promote_procedure_version(active)
     candidate = stored_version(procedure, "lookup_policy", "check", "issue_refund", number=2, status="candidate")
-    services.replay_offline_run(replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids))
+    offline_replay_services.replay_offline_run(
+        replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
+    )
 
     content = logged_in(viewer).get(version_url(candidate)).content.decode()
 
@@ -163,7 +165,7 @@ def test_page_queries_stay_fixed(viewer, admin_user, size, django_assert_max_num
         active = stored_version(procedure, "lookup_policy", "issue_refund", number=1)
         promote_procedure_version(active)
         candidate = stored_version(procedure, "lookup_policy", "x", "issue_refund", number=2, status="candidate")
-        services.replay_offline_run(
+        offline_replay_services.replay_offline_run(
             replay=queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
         )
     client = logged_in(viewer)

@@ -5,7 +5,7 @@ import pytest
 from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
-from procedures import services
+from procedures import errors, mining_services, offline_replay_services, version_services
 from procedures.models import (
     ImmutableVersionError,
     Procedure,
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db
 def mined(operator, django_capture_on_commit_callbacks):
     refund_runs(successes=10, failures=4)
     with django_capture_on_commit_callbacks(execute=True):
-        return services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
+        return mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
 
 
 def test_mining_replays_the_candidate_offline_and_marks_it_ready(mined):
@@ -61,7 +61,7 @@ def test_a_regression_against_the_active_version_fails_the_gate(admin_user):
     )
     replay = queued_replay(candidate, compared_with=active, held_out=held_out.created_ids)
 
-    replay = services.replay_offline_run(replay=replay)
+    replay = offline_replay_services.replay_offline_run(replay=replay)
 
     assert replay.status == ReplayStatus.DONE
     assert replay.gate_report["passed"] is False
@@ -76,7 +76,7 @@ def test_a_regression_against_the_active_version_fails_the_gate(admin_user):
 
 def test_a_replay_runs_once(mined):
     replay = mined.version.replays.get()
-    again = services.replay_offline_run(replay=replay)
+    again = offline_replay_services.replay_offline_run(replay=replay)
     assert again.status == ReplayStatus.DONE
     assert ReplayCase.objects.filter(replay=replay).count() == len(replay.held_out_run_ids)
 
@@ -156,7 +156,7 @@ def test_an_operator_amends_a_version_into_a_new_one_with_the_old_as_parent(
     mined, operator, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        result = services.procedure_version_amend(
+        result = version_services.procedure_version_amend(
             actor=Actor(user=operator),
             version=mined.version,
             preconditions=["the order was delivered", "  "],
@@ -168,7 +168,7 @@ def test_an_operator_amends_a_version_into_a_new_one_with_the_old_as_parent(
     assert amended.content_revision != mined.version.content_revision
     assert amended.candidate_revision == mined.version.candidate_revision
     assert amended.status == VersionStatus.READY and amended.replays.get().status == ReplayStatus.DONE
-    again = services.procedure_version_amend(
+    again = version_services.procedure_version_amend(
         actor=Actor(user=operator),
         version=mined.version,
         preconditions=["the order was delivered"],
@@ -179,16 +179,16 @@ def test_an_operator_amends_a_version_into_a_new_one_with_the_old_as_parent(
 
 
 def test_amending_refuses_bad_notes_and_non_operators(mined, operator, viewer):
-    with pytest.raises(services.MiningError, match="list of texts"):
-        services.procedure_version_amend(
+    with pytest.raises(errors.MiningError, match="list of texts"):
+        version_services.procedure_version_amend(
             actor=Actor(user=operator), version=mined.version, preconditions=[1], failure_exits=[]
         )
-    with pytest.raises(services.MiningError, match="at most 300"):
-        services.procedure_version_amend(
+    with pytest.raises(errors.MiningError, match="at most 300"):
+        version_services.procedure_version_amend(
             actor=Actor(user=operator), version=mined.version, preconditions=["x" * 301], failure_exits=[]
         )
-    with pytest.raises(services.NotAllowed):
-        services.procedure_version_amend(
+    with pytest.raises(errors.NotAllowed):
+        version_services.procedure_version_amend(
             actor=Actor(user=viewer), version=mined.version, preconditions=[], failure_exits=[]
         )
     assert ProcedureVersion.objects.count() == 1
@@ -197,7 +197,7 @@ def test_amending_refuses_bad_notes_and_non_operators(mined, operator, viewer):
 def test_a_replay_that_cannot_be_evaluated_fails_visibly(db):
     procedure = Procedure.objects.create(intent="refund request", title=REFUND)
     broken = stored_version(procedure, number=1, status=VersionStatus.CANDIDATE)  # no steps: replay refuses it
-    replay = services.replay_offline_run(replay=queued_replay(broken, compared_with=None, held_out=[]))
+    replay = offline_replay_services.replay_offline_run(replay=queued_replay(broken, compared_with=None, held_out=[]))
     assert replay.status == ReplayStatus.FAILED and "non-empty" in replay.error
     assert ProcedureVersion.objects.get(pk=broken.pk).status == VersionStatus.FAILED
     assert AuditEvent.objects.filter(verb="replay.fail").exists()

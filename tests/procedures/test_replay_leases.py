@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import services, tasks
+from procedures import errors, mining_services, offline_replay_services, tasks, version_services
 from procedures.models import ProcedureVersion, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
 from tests.conftest import logged_in
 
@@ -26,13 +26,13 @@ def queued(operator, django_capture_on_commit_callbacks):
     """A mined version whose offline replay is queued (its message not sent)."""
     refund_runs()
     with django_capture_on_commit_callbacks(execute=False):
-        result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
+        result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
     return result.replays[0]
 
 
 def died_holding(replay: ReplayRun, worker: str = "dead-worker", *, attempts: int | None = None) -> ReplayRun:
     """The replay was claimed by `worker`, which died: its lease ran out a second ago."""
-    assert services._claim(replay.pk, worker, actor=SYSTEM) is not None
+    assert offline_replay_services._claim(replay.pk, worker, actor=SYSTEM) is not None
     fields = {"lease_expires_at": timezone.now() - timedelta(seconds=1)}
     if attempts is not None:
         fields["attempts"] = attempts
@@ -47,7 +47,7 @@ def test_a_replay_whose_worker_died_is_taken_over_and_finished_once(queued):
     # whatever a dead attempt might have left is replaced, never counted twice
     ReplayCase.objects.create(replay=queued, arm="candidate", case_run_id=version.held_out_run_ids[0], result={})
 
-    replay = services.replay_offline_run(replay=queued, worker="second")
+    replay = offline_replay_services.replay_offline_run(replay=queued, worker="second")
 
     assert replay.status == ReplayStatus.DONE and replay.attempts == 2
     assert (replay.lease_owner, replay.lease_expires_at) == ("", None)
@@ -56,49 +56,49 @@ def test_a_replay_whose_worker_died_is_taken_over_and_finished_once(queued):
     assert AuditEvent.objects.filter(verb="replay.finish", target_id=str(replay.pk)).count() == 1
     assert ProcedureVersion.objects.get(pk=version.pk).status == VersionStatus.READY
     # a late redelivery does nothing
-    assert services.replay_offline_run(replay=queued, worker="third").attempts == 2
+    assert offline_replay_services.replay_offline_run(replay=queued, worker="third").attempts == 2
     assert AuditEvent.objects.filter(verb="replay.finish", target_id=str(replay.pk)).count() == 1
 
 
 def test_a_replay_held_by_a_live_worker_is_left_alone_and_the_holder_that_lost_it_writes_nothing(queued):
-    services._claim(queued.pk, "alive", actor=SYSTEM)
-    replay = services.replay_offline_run(replay=queued, worker="redelivered")
+    offline_replay_services._claim(queued.pk, "alive", actor=SYSTEM)
+    replay = offline_replay_services.replay_offline_run(replay=queued, worker="redelivered")
     assert replay.status == ReplayStatus.RUNNING and replay.lease_owner == "alive"
-    assert services.replay_lease_wait(queued.pk) > 0
+    assert offline_replay_services.replay_lease_wait(queued.pk) > 0
     assert not ReplayCase.objects.filter(replay=queued).exists()
 
     ReplayRun.objects.filter(pk=queued.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    services._claim(queued.pk, "new-owner", actor=SYSTEM)
-    with pytest.raises(services.LeaseLost):
-        services.replay_heartbeat(queued, "alive", "loaded")
+    offline_replay_services._claim(queued.pk, "new-owner", actor=SYSTEM)
+    with pytest.raises(errors.LeaseLost):
+        offline_replay_services.replay_heartbeat(queued, "alive", "loaded")
 
 
 def test_a_transient_error_gives_the_lease_back_with_the_error_and_the_retry_finishes(queued, monkeypatch):
-    real = services._case_runs
+    real = offline_replay_services._case_runs
 
-    def locked(run_ids):
+    def locked(replay):
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(services, "_case_runs", locked)
+    monkeypatch.setattr(offline_replay_services, "_case_runs", locked)
     with pytest.raises(OperationalError):
-        services.replay_offline_run(replay=queued, worker="first")
+        offline_replay_services.replay_offline_run(replay=queued, worker="first")
     replay = ReplayRun.objects.get(pk=queued.pk)
     assert (replay.status, replay.lease_owner, replay.lease_expires_at) == (ReplayStatus.RUNNING, "", None)
     assert replay.error == "OperationalError: database is locked"
 
-    monkeypatch.setattr(services, "_case_runs", real)
-    assert services.replay_offline_run(replay=queued, worker="retry").status == ReplayStatus.DONE
+    monkeypatch.setattr(offline_replay_services, "_case_runs", real)
+    assert offline_replay_services.replay_offline_run(replay=queued, worker="retry").status == ReplayStatus.DONE
 
 
 def test_the_beat_requeues_expired_replays_and_leaves_held_and_live_ones(queued):
     died_holding(queued)
     held = ReplayRun.objects.create(version=queued.version, held_out_run_ids=queued.held_out_run_ids)
-    services._claim(held.pk, "alive", actor=SYSTEM)
+    offline_replay_services._claim(held.pk, "alive", actor=SYSTEM)
     live = ReplayRun.objects.create(
         version=queued.version, mode="live", status=ReplayStatus.RUNNING, started_at=timezone.now() - timedelta(days=1)
     )
 
-    assert services.replays_to_requeue() == [queued.pk]
+    assert offline_replay_services.replays_to_requeue() == [queued.pk]
 
     assert tasks.requeue_expired_replays() == [queued.pk]  # eager in tests: the replay runs now
     assert ReplayRun.objects.get(pk=queued.pk).status == ReplayStatus.DONE
@@ -114,7 +114,7 @@ def test_after_the_last_attempt_the_beat_fails_the_replay_with_the_reason(queued
     died_holding(queued, attempts=3)
     ReplayRun.objects.filter(pk=queued.pk).update(error=last_error)
 
-    assert services.replays_to_requeue() == []
+    assert offline_replay_services.replays_to_requeue() == []
 
     replay = ReplayRun.objects.get(pk=queued.pk)
     assert (replay.status, replay.error) == (ReplayStatus.FAILED, reason)
@@ -124,18 +124,18 @@ def test_after_the_last_attempt_the_beat_fails_the_replay_with_the_reason(queued
 
 def test_a_redelivery_past_the_last_attempt_fails_the_replay_too(queued):
     died_holding(queued, attempts=3)
-    replay = services.replay_offline_run(replay=queued, worker="fourth")
+    replay = offline_replay_services.replay_offline_run(replay=queued, worker="fourth")
     assert (replay.status, replay.error) == (ReplayStatus.FAILED, "gave up after 3 attempts: the worker died")
     assert not ReplayCase.objects.filter(replay=replay).exists()
 
 
 def test_mining_again_after_a_failed_replay_queues_a_new_one(queued, operator, django_capture_on_commit_callbacks):
     died_holding(queued, attempts=3)
-    services.replays_to_requeue()
+    offline_replay_services.replays_to_requeue()
     assert ProcedureVersion.objects.get(pk=queued.version_id).status == VersionStatus.FAILED
 
     with django_capture_on_commit_callbacks(execute=True):
-        again = services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
+        again = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
 
     assert not again.created and again.version.pk == queued.version_id
     assert [replay.mode for replay in again.replays] == ["offline"]
@@ -144,7 +144,7 @@ def test_mining_again_after_a_failed_replay_queues_a_new_one(queued, operator, d
     assert AuditEvent.objects.filter(verb="replay.rerun", target_id=str(queued.version_id)).count() == 1
 
     with django_capture_on_commit_callbacks(execute=True):
-        third = services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
+        third = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
     assert third.replays == ()  # nothing failed: nothing queued
 
 
@@ -156,7 +156,7 @@ def rerun(client, version):
 
 def test_an_operator_reruns_a_failed_replay_from_the_page(queued, operator, viewer, django_capture_on_commit_callbacks):
     died_holding(queued, attempts=3)
-    services.replays_to_requeue()
+    offline_replay_services.replays_to_requeue()
     version = ProcedureVersion.objects.get(pk=queued.version_id)
 
     page = logged_in(operator).get(reverse("procedures:version", args=[version.pk]))
@@ -178,10 +178,10 @@ def test_an_operator_reruns_a_failed_replay_from_the_page(queued, operator, view
 
 
 def test_only_a_failed_version_without_an_open_replay_is_rerun(queued, operator):
-    with pytest.raises(services.ReplayRefused, match="queued or running"):
-        services.replay_rerun(actor=Actor(user=operator), version=queued.version)
-    services.replay_offline_run(replay=queued)
-    with pytest.raises(services.ReplayRefused, match="only a failed version"):
-        services.replay_rerun(actor=Actor(user=operator), version=queued.version)
+    with pytest.raises(errors.ReplayRefused, match="queued or running"):
+        version_services.replay_rerun(actor=Actor(user=operator), version=queued.version)
+    offline_replay_services.replay_offline_run(replay=queued)
+    with pytest.raises(errors.ReplayRefused, match="only a failed version"):
+        version_services.replay_rerun(actor=Actor(user=operator), version=queued.version)
     response = rerun(logged_in(operator), queued.version)
     assert response.status_code == 302 and queued.version.replays.count() == 1

@@ -6,7 +6,7 @@ import pytest
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import services
+from procedures import mining_services
 from procedures.models import ProcedureVersion, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
 from tests.faults import fault_worker, wait_for
 
@@ -23,7 +23,7 @@ def finished(replay_id: int) -> bool:
 def test_an_offline_replay_whose_worker_is_killed_at_every_stage_finishes_once(transactional_db, operator, tmp_path):
     refund_runs()
     with fault_worker("tests.procedures.fault_worker", tmp_path, redis_db=9, points=KILL_POINTS) as worker:
-        mined = services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
+        mined = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND)
         replay_id = mined.replays[0].pk
         done = wait_for(lambda: finished(replay_id), 120)
     assert done, "the replay did not finish:\n" + worker.log_tail()

@@ -13,7 +13,7 @@ from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
 from llm.models import ModelCall
-from procedures import services
+from procedures import errors, live_replay_services, mining_services, offline_replay_services, version_services
 from procedures.core import DEFAULT_PROCEDURE_CHECKS
 from procedures.models import Procedure, ProcedureVersion, ReplayStatus, VersionStatus
 from procedures.promotable import ProcedureVersionKind
@@ -73,17 +73,19 @@ def judges_say(monkeypatch, **scores: float) -> None:
 def live(operator, django_capture_on_commit_callbacks):
     refund_runs(successes=10, failures=0)
     with django_capture_on_commit_callbacks(execute=True):
-        result = services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+        result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     return result.version.replays.get(mode="live")
 
 
 def set_floor(operator, replay, floor):
     procedure = Procedure.objects.get(pk=replay.version.procedure_id)
-    return services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=floor)
+    return version_services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=floor)
 
 
 def answer_everything(live, capture):
-    while job := job_services.job_claim(actor=AGENT, kind=services.REPLAY_JOB_KIND, worker="t", lease_seconds=60):
+    while job := job_services.job_claim(
+        actor=AGENT, kind=live_replay_services.REPLAY_JOB_KIND, worker="t", lease_seconds=60
+    ):
         with capture(execute=True):
             job_services.job_complete(actor=AGENT, job=job, run_items=[refund_run()])
     live.refresh_from_db()
@@ -194,12 +196,12 @@ def test_an_offline_replay_has_no_runs_to_judge_and_says_so(live, active_rubric,
     set_floor(operator, live, 0.6)
     offline = queued_replay(live.version, compared_with=None, held_out=live.held_out_run_ids)
 
-    offline = services.replay_offline_run(replay=offline)
+    offline = offline_replay_services.replay_offline_run(replay=offline)
 
     assert offline.status == ReplayStatus.DONE and offline.gate_report["passed"] is True
     assert [check["metric"] for check in offline.gate_report["checks"]] == DEFAULT_CHECKS
     assert offline.gate_report["rubric"]["applied"] is False
-    assert offline.gate_report["rubric"]["reason"] == services.OFFLINE_NO_RUNS
+    assert offline.gate_report["rubric"]["reason"] == offline_replay_services.OFFLINE_NO_RUNS
     assert not RubricJob.objects.exists()
 
 
@@ -209,33 +211,33 @@ def test_a_run_being_judged_elsewhere_leaves_the_replay_running(
     judges_say(monkeypatch, task_completed=0.9, policy_followed=0.8)
     set_floor(operator, live, 0.6)
     # the agent's answers arrive while a judging job of one of them is open (another settle, or a person's request)
-    original = services.rubric_floor_check
+    original = live_replay_services.rubric_floor_check
 
     def with_an_open_job(**kwargs):
         run_id = min(kwargs["run_ids"])
         RubricJob.objects.create(kind=RubricJobKind.JUDGE, rubric=active_rubric.rubric, run_id=run_id, judges=1)
         return original(**kwargs)
 
-    monkeypatch.setattr(services, "rubric_floor_check", with_an_open_job)
+    monkeypatch.setattr(live_replay_services, "rubric_floor_check", with_an_open_job)
     live = answer_everything(live, django_capture_on_commit_callbacks)
     assert live.status == ReplayStatus.RUNNING
 
-    monkeypatch.setattr(services, "rubric_floor_check", original)
+    monkeypatch.setattr(live_replay_services, "rubric_floor_check", original)
     RubricJob.objects.filter(status="queued").update(status=RubricJobStatus.FAILED)
-    settled = services.replay_live_settle(replay=live)
+    settled = live_replay_services.replay_live_settle(replay=live)
     assert settled.status == ReplayStatus.DONE and settled.gate_report["passed"] is True
 
 
 def test_setting_the_floor_is_an_audited_operator_action(live, operator, reviewer):
     procedure = Procedure.objects.get(pk=live.version.procedure_id)
-    with pytest.raises(services.NotAllowed):
-        services.rubric_floor_set(actor=Actor(user=reviewer), procedure=procedure, floor=0.5)
+    with pytest.raises(errors.NotAllowed):
+        version_services.rubric_floor_set(actor=Actor(user=reviewer), procedure=procedure, floor=0.5)
     for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
-        with pytest.raises(services.InvalidFloor):
-            services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=bad)
+        with pytest.raises(errors.InvalidFloor):
+            version_services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=bad)
 
-    services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=0.5)
-    services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=None)
+    version_services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=0.5)
+    version_services.rubric_floor_set(actor=Actor(user=operator), procedure=procedure, floor=None)
 
     procedure.refresh_from_db()
     assert procedure.rubric_floor is None

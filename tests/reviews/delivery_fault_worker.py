@@ -12,12 +12,12 @@ app = worker_app()
 
 from django.conf import settings  # noqa: E402
 
-from reviews import services  # noqa: E402
+from reviews import webhooks  # noqa: E402
 
 settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = True
-services.WEBHOOK_CLAIM = timedelta(seconds=float(os.environ.get("FAULT_CLAIM_SECONDS", "2")))
+webhooks.WEBHOOK_CLAIM = timedelta(seconds=float(os.environ.get("FAULT_CLAIM_SECONDS", "2")))
 
-_post = services._post
+_post = webhooks._post
 
 
 def post(url, body, headers):
@@ -29,4 +29,4 @@ def post(url, body, headers):
     return result
 
 
-services._post = post
+webhooks._post = post

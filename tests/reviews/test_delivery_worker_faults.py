@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from reviews import services, tasks
+from reviews import services, tasks, webhooks
 from reviews.models import DeliveryStatus, PromotionStatus, WebhookDelivery
 from tests.faults import fault_worker, wait_for
 
@@ -65,7 +65,7 @@ def test_a_delivery_whose_worker_is_killed_mid_request_and_before_recording_is_s
 ):
     settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = True  # the receiver is on loopback
     receiver = HoldingReceiver(tmp_path)
-    _, secret = services.webhook_endpoint_create(
+    _, secret = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url=receiver.url, events=["promotion.activated"]
     )
     fake_kind.add("v1")
@@ -90,11 +90,11 @@ def test_a_delivery_whose_worker_is_killed_mid_request_and_before_recording_is_s
     assert worker.killed() == ["answered"], worker.log_tail()
     assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 3
     assert list(delivery.attempt_log.values_list("number", "status_code", "error")) == [
-        (1, None, services.LOST_ATTEMPT),  # killed while the receiver held the request
-        (2, None, services.LOST_ATTEMPT),  # the receiver answered 200, the worker died before recording it
+        (1, None, webhooks.LOST_ATTEMPT),  # killed while the receiver held the request
+        (2, None, webhooks.LOST_ATTEMPT),  # the receiver answered 200, the worker died before recording it
         (3, 200, ""),
     ]
     ids = [headers["webhook-id"] for headers, _ in receiver.received]
-    assert ids == [services.webhook_id(delivery.pk)] * 3  # the same id every time: receivers dedupe on it
+    assert ids == [webhooks.webhook_id(delivery.pk)] * 3  # the same id every time: receivers dedupe on it
     for headers, body in receiver.received:
         assert Webhook(secret).verify(body, headers) == json.loads(body)

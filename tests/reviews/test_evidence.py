@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts.services import Actor
-from procedures import services as procedure_services
+from procedures import version_services
 from procedures.models import Procedure, ReplayArm, ReplayCase, ReplayRun, ReplayStatus
 from reviews import services
 from reviews.models import PromotionStatus
@@ -41,7 +41,7 @@ def refund_procedure():
 
 def test_an_amended_versions_new_preconditions_and_failure_exits_are_shown(proposer, reviewer):
     _, first = refund_procedure()
-    amended = procedure_services.procedure_version_amend(
+    amended = version_services.procedure_version_amend(
         actor=act(proposer),
         version=first,
         preconditions=["the order exists", "the customer is verified"],

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from reviews import services
+from reviews import services, webhooks
 from reviews.models import Judgment, PromotionRequest, PromotionStatus, WebhookEndpoint
 from tests.conftest import logged_in
 
@@ -225,7 +225,7 @@ def test_the_history_page_runs_a_bounded_number_of_queries(
 def test_the_delivery_log_runs_a_bounded_number_of_queries(admin_user, size, django_assert_max_num_queries):
     from reviews.models import WebhookAttempt, WebhookDelivery
 
-    endpoint, _ = services.webhook_endpoint_create(
+    endpoint, _ = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="https://hooks.example.test/w", events=["promotion.activated"]
     )
     for n in range(size):

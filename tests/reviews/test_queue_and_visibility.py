@@ -77,7 +77,7 @@ def test_the_queue_leases_an_item_to_one_reviewer_until_the_lease_expires(
     assert services.queue_next(actor=act(second_reviewer)) == second
     assert services.queue_next(actor=act(second_reviewer)) == second
     QueueLease.objects.filter(request=first).update(expires_at=timezone.now() - timedelta(seconds=1))
-    services.queue_release(actor=act(second_reviewer), request=second)
+    services.judgment_submit(actor=act(second_reviewer), request=second, verdict="approve")  # releases its lease
     assert services.queue_next(actor=act(second_reviewer)) == first  # the expired lease returned to the queue
 
 

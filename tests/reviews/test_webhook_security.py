@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from reviews import services
+from reviews import webhooks
 from reviews.errors import Invalid
 from reviews.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from tests.conftest import logged_in
@@ -100,7 +100,7 @@ def resolving(monkeypatch, address: str) -> None:
 
 def delivery_to(url: str, admin_user) -> WebhookDelivery:
     endpoint = WebhookEndpoint.objects.create(
-        url=url, secret=services.webhook_secret(), events=["promotion.activated"], created_by=admin_user
+        url=url, secret=webhooks.webhook_secret(), events=["promotion.activated"], created_by=admin_user
     )
     return WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"promotion": 1})
 
@@ -109,7 +109,7 @@ def delivery_to(url: str, admin_user) -> WebhookDelivery:
 @pytest.mark.parametrize("url", REFUSED)
 def test_registration_refuses_internal_targets(admin_user, url):
     with pytest.raises(Invalid) as refused:
-        services.webhook_endpoint_create(actor=act(admin_user), url=url, events=["promotion.activated"])
+        webhooks.webhook_endpoint_create(actor=act(admin_user), url=url, events=["promotion.activated"])
     assert refused.value.code == "unsafe_url"
     assert not WebhookEndpoint.objects.exists()
 
@@ -117,17 +117,17 @@ def test_registration_refuses_internal_targets(admin_user, url):
 def test_registration_refuses_a_name_that_resolves_to_an_internal_address(admin_user, monkeypatch):
     resolving(monkeypatch, "169.254.169.254")
     with pytest.raises(Invalid):
-        services.webhook_endpoint_create(
+        webhooks.webhook_endpoint_create(
             actor=act(admin_user), url="https://metadata.example.com/", events=["promotion.activated"]
         )
 
 
 def test_registration_accepts_public_and_not_yet_resolvable_targets(admin_user, monkeypatch):
-    services.webhook_endpoint_create(
+    webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="https://93.184.216.34/h", events=["promotion.activated"]
     )
     resolving(monkeypatch, "2606:4700::1111")
-    services.webhook_endpoint_create(
+    webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="https://hooks.example.com/", events=["promotion.activated"]
     )
 
@@ -135,7 +135,7 @@ def test_registration_accepts_public_and_not_yet_resolvable_targets(admin_user, 
         raise socket.gaierror("no such name")
 
     monkeypatch.setattr(socket, "getaddrinfo", unresolvable)
-    services.webhook_endpoint_create(
+    webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="https://later.example.com/", events=["promotion.activated"]
     )
     assert WebhookEndpoint.objects.count() == 3
@@ -153,12 +153,12 @@ def test_the_registration_page_refuses_the_metadata_address(admin_user):
 def test_private_targets_are_allowed_only_when_the_setting_says_so(admin_user, settings):
     settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = False
     with pytest.raises(Invalid) as refused:
-        services.webhook_endpoint_create(
+        webhooks.webhook_endpoint_create(
             actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"]
         )
     assert refused.value.code == "unsafe_url" and not WebhookEndpoint.objects.exists()
     settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = True
-    endpoint, _ = services.webhook_endpoint_create(
+    endpoint, _ = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"]
     )
     assert WebhookEndpoint.objects.get().pk == endpoint.pk and endpoint.url == "http://127.0.0.1:9/"
@@ -169,7 +169,7 @@ def test_delivery_refuses_a_name_that_now_resolves_to_loopback(admin_user, serve
     server = servers()
     delivery = delivery_to(f"http://hooks.example.com:{server.port}/hook", admin_user)
     resolving(monkeypatch, "127.0.0.1")  # DNS rebinding after registration
-    services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
     attempt = WebhookAttempt.objects.get()
     assert attempt.status_code is None and "loopback" in attempt.error
     assert server.hits == []
@@ -180,7 +180,7 @@ def test_delivery_connects_to_the_address_it_vetted(admin_user, servers, monkeyp
     server = servers()
     delivery = delivery_to(f"http://hooks.example.com:{server.port}/hook?x=1", admin_user)
     resolving(monkeypatch, "127.0.0.1")
-    services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SENT and len(server.hits) == 1
     assert server.hits[0][0]["Host"] == f"hooks.example.com:{server.port}"
@@ -191,7 +191,7 @@ def test_a_redirect_is_a_failed_attempt_and_is_not_followed(admin_user, servers,
     target = servers()
     redirecting = servers(status=307, location=target.url)
     delivery = delivery_to(redirecting.url, admin_user)
-    services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING and delivery.last_status_code == 307
     assert "redirect" in delivery.last_error
@@ -199,13 +199,13 @@ def test_a_redirect_is_a_failed_attempt_and_is_not_followed(admin_user, servers,
 
 
 def test_a_slow_endpoint_times_out_quickly(admin_user, servers, settings, monkeypatch):
-    assert services.WEBHOOK_TIMEOUT_SECONDS <= 5
+    assert webhooks.WEBHOOK_TIMEOUT_SECONDS <= 5
     settings.WAYMARK_WEBHOOKS_ALLOW_PRIVATE = True
-    monkeypatch.setattr(services, "WEBHOOK_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(webhooks, "WEBHOOK_TIMEOUT_SECONDS", 0.3)
     slow = servers(delay=2)
     delivery = delivery_to(slow.url, admin_user)
     started = time.monotonic()
-    services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
     assert time.monotonic() - started < 1.5
     attempt = WebhookAttempt.objects.get()
     assert attempt.status_code is None and "timed out" in attempt.error
@@ -213,7 +213,7 @@ def test_a_slow_endpoint_times_out_quickly(admin_user, servers, settings, monkey
 
 # --- signatures ------------------------------------------------------------------------------------------------------
 def test_secrets_are_standard_webhooks_secrets(admin_user):
-    _, secret = services.webhook_endpoint_create(
+    _, secret = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="https://93.184.216.34/", events=["promotion.activated"]
     )
     assert secret.startswith("whsec_") and len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 32
@@ -224,10 +224,10 @@ def test_a_delivery_is_signed_over_id_timestamp_and_body_and_keeps_its_id_on_ret
     server = servers(status=500)
     delivery = delivery_to(server.url, admin_user)
     secret = delivery.endpoint.secret
-    services.webhook_delivery_attempt(delivery_id=delivery.pk)
-    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=datetime.now(UTC) + timedelta(minutes=10))
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=datetime.now(UTC) + timedelta(minutes=10))
     (first, body), (second, _) = server.hits
-    assert first["webhook-id"] == second["webhook-id"] == services.webhook_id(delivery.pk)
+    assert first["webhook-id"] == second["webhook-id"] == webhooks.webhook_id(delivery.pk)
     assert first["webhook-signature"].startswith("v1,")
     assert Webhook(secret).verify(body, first) == json.loads(body)
     with pytest.raises(WebhookVerificationError):  # a replay with a fresh timestamp does not match the signature
@@ -245,7 +245,7 @@ def test_the_signature_is_the_documented_hmac():
     key = b"k" * 32
     secret = "whsec_" + base64.b64encode(key).decode()
     stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    headers = services.webhook_headers(secret, message_id="msg_1", timestamp=stamp, body=b'{"a":1}')
+    headers = webhooks.webhook_headers(secret, message_id="msg_1", timestamp=stamp, body=b'{"a":1}')
     digest = hmac.new(key, f'msg_1.{int(stamp.timestamp())}.{{"a":1}}'.encode(), hashlib.sha256).digest()
     assert headers == {
         "webhook-id": "msg_1",

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from reviews import services
+from reviews import services, webhooks
 from reviews.errors import Invalid, NotAllowed
 from reviews.models import DeliveryStatus, PromotionStatus, WebhookAttempt, WebhookDelivery
 
@@ -71,12 +71,12 @@ def approve_twice(request, first, second):
 @pytest.mark.django_db
 def test_only_an_admin_registers_an_endpoint_for_known_events(admin_user, reviewer):
     with pytest.raises(NotAllowed):
-        services.webhook_endpoint_create(actor=act(reviewer), url="http://127.0.0.1:9/", events=["promotion.activated"])
+        webhooks.webhook_endpoint_create(actor=act(reviewer), url="http://127.0.0.1:9/", events=["promotion.activated"])
     with pytest.raises(Invalid):
-        services.webhook_endpoint_create(actor=act(admin_user), url="ftp://x/", events=["promotion.activated"])
+        webhooks.webhook_endpoint_create(actor=act(admin_user), url="ftp://x/", events=["promotion.activated"])
     with pytest.raises(Invalid):
-        services.webhook_endpoint_create(actor=act(admin_user), url="http://127.0.0.1:9/", events=["nope"])
-    endpoint, secret = services.webhook_endpoint_create(
+        webhooks.webhook_endpoint_create(actor=act(admin_user), url="http://127.0.0.1:9/", events=["nope"])
+    endpoint, secret = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="http://127.0.0.1:9/", events=["promotion.activated"]
     )
     assert secret.startswith("whsec_") and endpoint.secret == secret
@@ -86,7 +86,7 @@ def test_only_an_admin_registers_an_endpoint_for_known_events(admin_user, review
 def test_an_activation_is_delivered_with_a_signature_that_verifies_with_the_shared_secret(
     fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, django_capture_on_commit_callbacks
 ):
-    _, secret = services.webhook_endpoint_create(
+    _, secret = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url=receiver.url, events=["promotion.activated", "promotion.rolled_back"]
     )
     fake_kind.add("v1")
@@ -124,7 +124,7 @@ def test_an_activation_is_delivered_with_a_signature_that_verifies_with_the_shar
 def test_an_endpoint_not_subscribed_to_the_event_gets_nothing(
     fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, django_capture_on_commit_callbacks
 ):
-    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
+    webhooks.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
     fake_kind.add("v1")
     request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
     with django_capture_on_commit_callbacks(execute=True):
@@ -138,7 +138,7 @@ def test_a_failing_endpoint_is_retried_with_backoff_and_every_attempt_is_logged(
     fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, django_capture_on_commit_callbacks
 ):
     receiver.status = 500
-    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.activated"])
+    webhooks.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.activated"])
     fake_kind.add("v1")
     request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
     with django_capture_on_commit_callbacks(execute=True):
@@ -147,21 +147,21 @@ def test_a_failing_endpoint_is_retried_with_backoff_and_every_attempt_is_logged(
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
     assert delivery.last_status_code == 500
     first_wait = delivery.next_attempt_at - delivery.attempt_log.get().attempted_at
-    assert first_wait == services.webhook_backoff(1) == timedelta(seconds=30)
+    assert first_wait == webhooks.webhook_backoff(1) == timedelta(seconds=30)
 
     # Not due yet: nothing is sent.
-    assert services.webhook_delivery_attempt(delivery_id=delivery.pk) is None
+    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk) is None
     assert len(receiver.received) == 1
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
     delivery.refresh_from_db()
     assert delivery.attempts == 2 and len(receiver.received) == 2
     second = WebhookAttempt.objects.get(delivery=delivery, number=2)
     assert delivery.next_attempt_at - second.attempted_at == timedelta(seconds=60)
 
     receiver.status = 204
-    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 3
     assert list(delivery.attempt_log.values_list("number", "status_code")) == [(1, 500), (2, 500), (3, 204)]
@@ -170,26 +170,26 @@ def test_a_failing_endpoint_is_retried_with_backoff_and_every_attempt_is_logged(
 @pytest.mark.django_db
 def test_a_delivery_gives_up_after_the_last_attempt(admin_user, receiver):
     receiver.status = 503
-    endpoint, _ = services.webhook_endpoint_create(
+    endpoint, _ = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url=receiver.url, events=["promotion.activated"]
     )
     delivery = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"x": 1})
-    for _ in range(services.WEBHOOK_MAX_ATTEMPTS):
+    for _ in range(webhooks.WEBHOOK_MAX_ATTEMPTS):
         delivery.refresh_from_db()
-        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.FAILED
-    assert delivery.attempt_log.count() == services.WEBHOOK_MAX_ATTEMPTS
-    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at) is None
+    assert delivery.attempt_log.count() == webhooks.WEBHOOK_MAX_ATTEMPTS
+    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at) is None
 
 
 @pytest.mark.django_db
 def test_an_unreachable_endpoint_is_logged_as_an_error(admin_user):
-    endpoint, _ = services.webhook_endpoint_create(
+    endpoint, _ = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url="http://127.0.0.1:9/closed", events=["promotion.activated"]
     )
     delivery = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={})
-    services.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
     attempt = WebhookAttempt.objects.get(delivery=delivery)
     assert attempt.status_code is None and attempt.error
 
@@ -198,17 +198,17 @@ def test_an_unreachable_endpoint_is_logged_as_an_error(admin_user):
 def test_a_rolled_back_transaction_sends_nothing(
     fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver, monkeypatch
 ):
-    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.activated"])
+    webhooks.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.activated"])
     fake_kind.add("v1")
     request = services.promotion_propose(actor=act(proposer), kind="fake", candidate_id="v1", rationale="go")
     services.judgment_submit(actor=act(reviewer), request=request, verdict="approve")
-    real_outbox = services._outbox
+    real_outbox = webhooks.webhook_outbox
 
     def outbox_then_fail(*args, **kwargs):
         assert real_outbox(*args, **kwargs)  # the delivery row is written …
         raise RuntimeError("failure after the outbox row, inside the transaction")
 
-    monkeypatch.setattr(services, "_outbox", outbox_then_fail)
+    monkeypatch.setattr(webhooks, "webhook_outbox", outbox_then_fail)
     with pytest.raises(RuntimeError):
         services.judgment_submit(actor=act(second_reviewer), request=request, verdict="approve")
     assert not WebhookDelivery.objects.exists()  # … and rolled back with everything else
@@ -222,7 +222,7 @@ def test_a_rolled_back_transaction_sends_nothing(
 def test_a_committed_activation_is_delivered_after_commit(
     fake_kind, proposer, reviewer, second_reviewer, admin_user, receiver
 ):
-    services.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
+    webhooks.webhook_endpoint_create(actor=act(admin_user), url=receiver.url, events=["promotion.rolled_back"])
     v0_then_v1_through_a_review(fake_kind, proposer, reviewer, second_reviewer)
     services.rollback_emergency(actor=act(admin_user), kind="fake", parent_key="p1", reason="v1 loops")
     assert len(receiver.received) == 1
@@ -235,7 +235,7 @@ def test_the_periodic_sweep_resends_due_deliveries_only(admin_user, receiver):
 
     from reviews.tasks import deliver_due_webhooks
 
-    endpoint, _ = services.webhook_endpoint_create(
+    endpoint, _ = webhooks.webhook_endpoint_create(
         actor=act(admin_user), url=receiver.url, events=["promotion.activated"]
     )
     due = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"due": True})
@@ -258,20 +258,20 @@ class WorkerDied(BaseException):
 
 
 def a_delivery(admin_user, url: str) -> WebhookDelivery:
-    endpoint, _ = services.webhook_endpoint_create(actor=act(admin_user), url=url, events=["promotion.activated"])
+    endpoint, _ = webhooks.webhook_endpoint_create(actor=act(admin_user), url=url, events=["promotion.activated"])
     return WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"promotion": 7})
 
 
 def dying_post(monkeypatch, receiver=None):
     """_post reaches the receiver (when given), then the worker dies before the attempt is recorded."""
-    real = services._post
+    real = webhooks._post
 
     def post(url, body, headers):
         if receiver is not None:
             real(url, body, headers)
         raise WorkerDied
 
-    monkeypatch.setattr(services, "_post", post)
+    monkeypatch.setattr(webhooks, "_post", post)
     return real
 
 
@@ -281,23 +281,23 @@ def test_an_attempt_whose_worker_died_is_logged_as_lost_by_the_next_claim(admin_
     real = dying_post(monkeypatch, receiver)
     claimed = timezone.now()
     with pytest.raises(WorkerDied):
-        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed)
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed)
     assert not WebhookAttempt.objects.exists()  # the dead worker recorded nothing
 
-    monkeypatch.setattr(services, "_post", real)
+    monkeypatch.setattr(webhooks, "_post", real)
     # Within the claim window nobody sends again (the worker might still be alive) …
-    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed + timedelta(seconds=30)) is None
-    assert services.webhook_deliveries_due(now=claimed + timedelta(seconds=30)) == []
+    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed + timedelta(seconds=30)) is None
+    assert webhooks.webhook_deliveries_due(now=claimed + timedelta(seconds=30)) == []
     # … after it, the sweep finds the delivery due and the next claim logs the lost attempt before sending again.
-    later = claimed + services.WEBHOOK_CLAIM
-    assert services.webhook_deliveries_due(now=later) == [delivery.pk]
-    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=later)
+    later = claimed + webhooks.WEBHOOK_CLAIM
+    assert webhooks.webhook_deliveries_due(now=later) == [delivery.pk]
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=later)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 2
     log = list(delivery.attempt_log.values_list("number", "status_code", "error", "attempted_at"))
-    assert log == [(1, None, services.LOST_ATTEMPT, claimed), (2, 200, "", later)]
+    assert log == [(1, None, webhooks.LOST_ATTEMPT, claimed), (2, 200, "", later)]
     ids = [headers["webhook-id"] for headers, _ in receiver.received]
-    assert ids == [services.webhook_id(delivery.pk)] * 2  # at least once, with one id to drop duplicates by
+    assert ids == [webhooks.webhook_id(delivery.pk)] * 2  # at least once, with one id to drop duplicates by
 
 
 @pytest.mark.django_db
@@ -305,8 +305,8 @@ def test_the_deliveries_page_shows_a_lost_attempt(admin_user, receiver, monkeypa
     delivery = a_delivery(admin_user, receiver.url)
     dying_post(monkeypatch)
     with pytest.raises(WorkerDied):
-        services.webhook_delivery_attempt(delivery_id=delivery.pk)
-    services._claim(delivery.pk, timezone.now() + services.WEBHOOK_CLAIM)  # the next claim (its worker dies too)
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk)
+    webhooks._claim(delivery.pk, timezone.now() + webhooks.WEBHOOK_CLAIM)  # the next claim (its worker dies too)
     client.force_login(admin_user)
     page = client.get(reverse("reviews:deliveries")).content.decode()
     assert "no result: the worker stopped during this attempt" in page
@@ -319,21 +319,21 @@ def test_a_delivery_whose_claims_keep_dying_fails_with_the_reason_after_the_last
     delivery = a_delivery(admin_user, receiver.url)
     dying_post(monkeypatch, receiver)
     now = timezone.now()
-    for _ in range(services.WEBHOOK_MAX_ATTEMPTS):
+    for _ in range(webhooks.WEBHOOK_MAX_ATTEMPTS):
         with pytest.raises(WorkerDied):
-            services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
-        now += services.WEBHOOK_CLAIM
-    assert len(receiver.received) == services.WEBHOOK_MAX_ATTEMPTS
+            webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
+        now += webhooks.WEBHOOK_CLAIM
+    assert len(receiver.received) == webhooks.WEBHOOK_MAX_ATTEMPTS
 
-    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now) is None  # no seventh attempt
+    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now) is None  # no seventh attempt
     delivery.refresh_from_db()
-    assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == services.WEBHOOK_MAX_ATTEMPTS
-    assert delivery.last_error == f"gave up after {services.WEBHOOK_MAX_ATTEMPTS} attempts: {services.LOST_ATTEMPT}"
+    assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == webhooks.WEBHOOK_MAX_ATTEMPTS
+    assert delivery.last_error == f"gave up after {webhooks.WEBHOOK_MAX_ATTEMPTS} attempts: {webhooks.LOST_ATTEMPT}"
     assert list(delivery.attempt_log.values_list("number", "error")) == [
-        (number, services.LOST_ATTEMPT) for number in range(1, services.WEBHOOK_MAX_ATTEMPTS + 1)
+        (number, webhooks.LOST_ATTEMPT) for number in range(1, webhooks.WEBHOOK_MAX_ATTEMPTS + 1)
     ]
-    assert len(receiver.received) == services.WEBHOOK_MAX_ATTEMPTS
-    assert services.webhook_deliveries_due(now=now + timedelta(days=1)) == []  # the sweep leaves it alone
+    assert len(receiver.received) == webhooks.WEBHOOK_MAX_ATTEMPTS
+    assert webhooks.webhook_deliveries_due(now=now + timedelta(days=1)) == []  # the sweep leaves it alone
 
 
 @pytest.mark.django_db
@@ -341,18 +341,18 @@ def test_the_last_failed_attempt_names_its_error_when_giving_up(admin_user, rece
     receiver.status = 503
     delivery = a_delivery(admin_user, receiver.url)
     now = timezone.now()
-    for _ in range(services.WEBHOOK_MAX_ATTEMPTS - 1):
-        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
+    for _ in range(webhooks.WEBHOOK_MAX_ATTEMPTS - 1):
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
         delivery.refresh_from_db()
         now = delivery.next_attempt_at
     dying_post(monkeypatch)
     with pytest.raises(WorkerDied):  # the last attempt's worker dies
-        services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
-    assert services.webhook_delivery_attempt(delivery_id=delivery.pk, now=now + services.WEBHOOK_CLAIM) is None
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
+    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now + webhooks.WEBHOOK_CLAIM) is None
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.FAILED
-    assert delivery.attempt_log.count() == services.WEBHOOK_MAX_ATTEMPTS
-    assert delivery.last_error.startswith(f"gave up after {services.WEBHOOK_MAX_ATTEMPTS} attempts: no result")
+    assert delivery.attempt_log.count() == webhooks.WEBHOOK_MAX_ATTEMPTS
+    assert delivery.last_error.startswith(f"gave up after {webhooks.WEBHOOK_MAX_ATTEMPTS} attempts: no result")
 
 
 @pytest.mark.django_db
@@ -361,18 +361,18 @@ def test_an_attempt_recorded_after_its_claim_ran_out_fills_in_its_row_and_leaves
 ):
     receiver.status = 500
     delivery = a_delivery(admin_user, receiver.url)
-    real = services._post
+    real = webhooks._post
     claimed = timezone.now()
-    newer = claimed + services.WEBHOOK_CLAIM
+    newer = claimed + webhooks.WEBHOOK_CLAIM
 
     def slow_post(url, body, headers):
         result = real(url, body, headers)
-        assert services._claim(delivery.pk, newer) is not None  # meanwhile the claim ran out and was taken again
+        assert webhooks._claim(delivery.pk, newer) is not None  # meanwhile the claim ran out and was taken again
         return result
 
-    monkeypatch.setattr(services, "_post", slow_post)
-    services.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed)
+    monkeypatch.setattr(webhooks, "_post", slow_post)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=claimed)
     delivery.refresh_from_db()
     assert list(delivery.attempt_log.values_list("number", "status_code")) == [(1, 500)]  # one row, its result
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 2
-    assert delivery.next_attempt_at == newer + services.WEBHOOK_CLAIM  # the newer claim's window, not a backoff
+    assert delivery.next_attempt_at == newer + webhooks.WEBHOOK_CLAIM  # the newer claim's window, not a backoff

@@ -1,6 +1,6 @@
-"""Daily run totals (trajectories.rollup.RunDay): kept by ingest exactly as a recount from the runs gives them,
-never counted twice, safe under concurrent batches; the explorer's totals read them, or a bounded walk of the newest
-matching runs for filters only the runs can answer."""
+"""Daily and all-time run totals (trajectories.rollup: RunDay, RunTotal): kept by ingest exactly as a recount from
+the runs gives them, never counted twice, safe under concurrent batches; the explorer's totals read them, or a
+bounded walk of the newest matching runs for filters only the runs can answer."""
 
 import datetime as dt
 import threading
@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.services import Actor
 from tests.conftest import logged_in
 from trajectories import rollup, selectors
-from trajectories.models import EVALUATION_SOURCE, Run, RunDay
+from trajectories.models import EVALUATION_SOURCE, Run, RunDay, RunTotal
 from trajectories.selectors import RunFilters, run_totals
 from trajectories.services import run_ingest_batch
 
@@ -24,6 +24,24 @@ pytestmark = pytest.mark.django_db
 
 def day_rows() -> set[tuple]:
     return set(RunDay.objects.values_list("day", "source", "intent", "outcome", "runs", "steps", "tokens", "cost"))
+
+
+def total_rows() -> set[tuple]:
+    return set(RunTotal.objects.values_list("source", "intent", "outcome", "runs", "steps", "tokens", "cost"))
+
+
+def totals_of_days() -> set[tuple]:
+    """The all-time rows a recount of the day rows gives (costs rounded: sums in another order)."""
+    sums: dict[tuple, list] = {}
+    for _, source, intent, outcome, runs, steps, tokens, cost in day_rows():
+        row = sums.setdefault((source, intent, outcome), [0, 0, 0, 0.0])
+        for index, value in enumerate((runs, steps, tokens, cost)):
+            row[index] += value
+    return {(*key, runs, steps, tokens, round(cost, 9)) for key, (runs, steps, tokens, cost) in sums.items()}
+
+
+def rounded(rows: set[tuple]) -> set[tuple]:
+    return {(*row[:-1], round(row[-1], 9)) for row in rows}
 
 
 def mixed_batch(prefix: str) -> list[dict]:
@@ -44,6 +62,27 @@ def test_ingest_keeps_the_daily_totals_a_recount_gives_and_a_resend_adds_nothing
     assert day_rows() == kept
     a_refund = RunDay.objects.get(source="a", intent="refund", outcome="failure")
     assert (a_refund.runs, a_refund.steps) == (2, 6)
+    # the all-time rows: the day rows without the day, kept by the same ingest and the same rebuild
+    assert rounded(total_rows()) == totals_of_days()
+    assert RunTotal.objects.get(source="a", intent="refund", outcome="failure").runs == 2
+    kept_totals = total_rows()
+    RunTotal.objects.all().delete()
+    rollup.rebuild()
+    assert rounded(total_rows()) == rounded(kept_totals)
+
+
+def test_the_all_time_rows_span_days_and_answer_totals_without_a_day_bound(django_assert_num_queries):
+    ids = ingest(*mixed_batch("old")).created_ids
+    Run.objects.filter(pk__in=ids).update(created_at=timezone.now() - dt.timedelta(days=40))
+    rollup.rebuild()
+    ingest(*mixed_batch("new"))
+    assert RunDay.objects.filter(source="a", intent="refund", outcome="success").count() == 2
+    assert RunTotal.objects.get(source="a", intent="refund", outcome="success").runs == 2
+    assert rounded(total_rows()) == totals_of_days()
+    with CaptureQueriesContext(connection) as ctx:
+        totals = run_totals(filters=RunFilters(kind="production", source="a"))
+    assert (totals.runs, totals.successes) == (4, 2)
+    assert "trajectories_runtotal" in ctx.captured_queries[0]["sql"]
 
 
 @pytest.mark.postgres
@@ -64,7 +103,7 @@ def test_concurrent_batches_on_the_same_day_rows_add_up(transactional_db):
     for thread in threads:
         thread.join()
     assert not errors
-    assert RunDay.objects.get().runs == Run.objects.count() == 80
+    assert RunDay.objects.get().runs == RunTotal.objects.get().runs == Run.objects.count() == 80
 
 
 @pytest.fixture
@@ -109,7 +148,9 @@ def test_totals_of_filters_the_daily_totals_know_come_from_them_and_equal_a_reco
     filters = RunFilters(**fields)
     with CaptureQueriesContext(connection) as queries:
         totals = run_totals(filters=filters)
-    assert len(queries) == 1 and "trajectories_runday" in queries[0]["sql"]
+    dated = filters.received_from is not None or filters.received_before is not None
+    assert len(queries) == 1
+    assert ("trajectories_runday" if dated else "trajectories_runtotal") in queries[0]["sql"]
     matching = list(filters.apply(Run.objects.all()))
     assert totals.runs == len(matching) and not totals.capped
     assert totals.successes == sum(run.outcome == "success" for run in matching)

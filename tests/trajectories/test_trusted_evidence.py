@@ -13,7 +13,7 @@ from graphs.core.twohop import ROUND_1_BUILD
 from graphs.evolution.jobs import JOB_KIND as GRAPH_JOB_KIND
 from graphs.evolution.services import evolution_start, evolution_step
 from graphs.services import workspace_create
-from procedures import services as procedure_services
+from procedures import live_replay_services, mining_services
 from procedures.models import ReplayStatus
 from tests.conftest import logged_in
 from tests.procedures.factories import REFUND, refund_run, refund_runs
@@ -95,7 +95,7 @@ def test_a_replay_job_claimed_by_one_agent_cannot_be_answered_by_another(
 ):
     refund_runs(successes=10, failures=0)
     with django_capture_on_commit_callbacks(execute=True):
-        procedure_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+        mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     _, alice = agent_actor("alice")
     _, bob = agent_actor("bob")
     job = api_client.post("/api/v1/replays/claim", {"worker": "a"}, token=alice).json()
@@ -107,7 +107,7 @@ def test_a_replay_job_claimed_by_one_agent_cannot_be_answered_by_another(
 def test_the_live_gate_report_names_the_agents_it_counts(operator, django_capture_on_commit_callbacks):
     refund_runs(successes=10, failures=0)
     with django_capture_on_commit_callbacks(execute=True):
-        result = procedure_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
+        result = mining_services.procedure_mine(actor=Actor(user=operator), intent=REFUND, live=True)
     live = result.version.replays.get(mode="live")
     alice, _ = agent_actor("alice")
     bob, _ = agent_actor("bob")
@@ -118,7 +118,7 @@ def test_the_live_gate_report_names_the_agents_it_counts(operator, django_captur
             (
                 actor,
                 job_services.job_claim(
-                    actor=actor, kind=procedure_services.REPLAY_JOB_KIND, worker="w", lease_seconds=60
+                    actor=actor, kind=live_replay_services.REPLAY_JOB_KIND, worker="w", lease_seconds=60
                 ),
             )
         )

@@ -6,7 +6,7 @@ from django.db import migrations, models
 def fill(apps, schema_editor):
     from trajectories.rollup import rebuild
 
-    rebuild(apps.get_model("trajectories", "Run"), apps.get_model("trajectories", "RunDay"))
+    rebuild(apps.get_model("trajectories", "Run"), apps.get_model("trajectories", "RunDay"), None)  # RunTotal: 0008
 
 
 class Migration(migrations.Migration):

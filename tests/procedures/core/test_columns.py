@@ -1,6 +1,7 @@
 """Mining and offline replay over runs streamed as columns (procedures.core.columns) give exactly what
 learn_procedure, the literal reference and replay_procedure give on the same runs."""
 
+import dataclasses
 import json
 import os
 
@@ -56,6 +57,11 @@ def test_streamed_mining_gives_the_candidate_of_learn_procedure_and_the_referenc
         result = streamed(runs)
     assert result == outcome(learn_procedure, runs)
     assert result == outcome(reference_learn_procedure, runs)
+    without_ids = outcome(learn_streamed, Stream(runs), keep_source_ids=False)  # how mining calls it
+    if isinstance(result, str):
+        assert without_ids == result
+    else:
+        assert without_ids == dataclasses.replace(result, source_trajectory_ids=())
 
 
 def _json_safe(runs):

@@ -1,0 +1,26 @@
+"""Who may do what in reviews, shared by the promotion policy (reviews.services) and the webhooks (reviews.webhooks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accounts.services import Actor
+
+from .errors import NotAllowed
+
+if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
+    from accounts.models import User
+
+
+def active_user(actor: Actor) -> User | None:
+    """The actor's user when it is an active account; None for the system, a token without a user, or inactive."""
+    user = actor.user
+    return user if user is not None and user.is_active else None
+
+
+def require_admin(actor: Actor, what: str) -> User:
+    """The actor's active user if they hold the admin role, else NotAllowed (403) naming `what`."""
+    user = active_user(actor)
+    if user is None or not user.may_administer:
+        raise NotAllowed(f"{what} needs the admin role", code="admin_required")
+    return user
