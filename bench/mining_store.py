@@ -6,9 +6,10 @@ intent (default 100,000; `--quick` 10,000), 80% successful, 4 to 6 steps each (a
 one run in ten, an optional step in one in five, per-run and constant arguments). Then, in the same process:
 
 * the floor: one raw SQL read of every step row of the intent's runs (what any mining must read at least once);
-* Waymark: `procedure_mine` (the seeded split in the database, the training runs' ok steps streamed as columns,
-  the fold, the version stored with its run-id lists written in SQL) and `replay_offline_run` (the held-out ids
-  and runs streamed as columns, judged, the gate, the case rows copied in).
+* Waymark: `procedure_mine` (the seeded split computed once into a temporary table, the training runs' ok steps
+  streamed as columns while the fold runs, the version stored with its run-id lists written from that table) and
+  `replay_offline_run` (the held-out ids with their runs streamed as columns by one query, judged, the gate, the
+  case rows copied in).
 
 Prints both times, the case count and the ratio (Waymark / floor; aim <= 3x). Best of `--repeat` (default 2) for
 both, to keep the machine's other load out of the figure.

@@ -75,32 +75,21 @@ class _HeldOut:
                 yield pk, None
 
 
-HELD_OUT_CHUNK = 20_000  # held-out ids read from the replay row at a time (PostgreSQL)
-
-
 def _case_runs(replay: ReplayRun) -> Iterable[tuple[int, tuple | None]]:
     """An offline replay's recorded cases, in the order of its held-out list (see _HeldOut). On PostgreSQL a list in
-    ascending order (as mining stores it) is read from the replay row HELD_OUT_CHUNK ids at a time, so not even the
-    ids are held in memory at once; otherwise the list is read whole."""
+    ascending order (as mining stores it) stays in the replay row: one streamed query reads each id with its run's
+    columns, so not even the ids are held in memory at once; otherwise the list is read whole."""
     if connections[ReplayRun.objects.db].vendor == "postgresql" and _held_out_ascending(replay.pk):
         return _streamed_cases(replay.pk)
     return _HeldOut(ReplayRun.objects.values_list("held_out_run_ids", flat=True).get(pk=replay.pk))
 
 
 def _streamed_cases(replay_id: int) -> Iterator[tuple[int, tuple | None]]:
-    """The held-out ids read from the replay row in their (ascending) order, merged with their runs' columns, read
-    by one query whose ids stay a subquery of that row."""
+    """The held-out ids of the replay row (strictly ascending: their order is the ids' order), each with its run's
+    columns (None: the run no longer exists), by one query whose ids stay a subquery of that row."""
     ids_sql = f"SELECT id FROM ({_HELD_OUT_IDS.format(table=ReplayRun._meta.db_table)}) ids"
-    rows = run_columns(RawSQL(ids_sql, [replay_id]))
-    row = next(rows, None)
-    for chunk in _held_out_chunks(replay_id):
-        for pk in chunk:
-            while row is not None and row[0] < pk:
-                row = next(rows, None)
-            if row is not None and row[0] == pk:
-                yield pk, row[1:]
-            else:
-                yield pk, None
+    for pk, *run in run_columns(RawSQL(ids_sql, [replay_id]), with_missing=True):
+        yield pk, (None if run[0] is None else tuple(run))
 
 
 _HELD_OUT_IDS = (
@@ -119,15 +108,6 @@ def _held_out_ascending(replay_id: int) -> bool:
             [replay_id],
         )
         return cursor.fetchone()[0]
-
-
-def _held_out_chunks(replay_id: int) -> Iterator[list[int]]:
-    """The replay's stored held-out ids in their order, HELD_OUT_CHUNK at a time (a server-side cursor)."""
-    ids = _HELD_OUT_IDS.format(table=ReplayRun._meta.db_table)
-    with connections[ReplayRun.objects.db].chunked_cursor() as cursor:
-        cursor.execute(f"SELECT id FROM ({ids}) ids ORDER BY position", [replay_id])
-        while rows := cursor.fetchmany(HELD_OUT_CHUNK):
-            yield [pk for (pk,) in rows]
 
 
 def _offline_replay(replay: ReplayRun) -> OfflineReplay:

@@ -248,10 +248,10 @@ class ListSizes:
 def create_with_run_lists(model: Any, split: RunSplit, names: tuple[str, ...] = RUN_LISTS, **fields: Any):
     """Create a row of `model` (a procedures model: a version, or a replay with its held-out list) with its run-id
     lists `names` taken from `split`, inside the caller's transaction; returns (the row, its ListSizes). On
-    PostgreSQL one statement right after the insert computes the split once and writes every list, so nothing per
-    run reaches Python (the row, as returned, leaves the lists unread: they load when first read)."""
+    PostgreSQL one statement right after the insert writes every list from the split's table, so nothing per run
+    reaches Python (the row, as returned, leaves the lists unread: they load when first read)."""
     connection = connections[model.objects.db]
-    if connection.vendor != "postgresql":
+    if not split.table:
         lists = split.run_lists()
         row = model.objects.create(**fields, **{name: lists[name] for name in names})
         sizes = ListSizes(

@@ -570,27 +570,32 @@ def step_columns(
     query selecting run ids (say, from a temporary table): on PostgreSQL it stays a subquery, so the ids never reach
     Python.
 
-    Memory stays flat in the number of runs: on PostgreSQL one query groups each run's steps into arrays and a
-    server-side cursor hands over `chunk_size` runs at a time; elsewhere the ids are read `chunk_size` at a time.
-    Arguments stay JSON text (decode them where a value is needed)."""
-    yield from _columns(run_ids, with_run=False, only_ok=only_ok, chunk_size=chunk_size)
+    Memory stays flat in the number of runs: on PostgreSQL one query groups each run's steps into arrays and its
+    rows are streamed (libpq's chunked mode, `chunk_size` rows at a time: the server sends while Python reads), so
+    the connection serves nothing else until the iteration ends or the generator is closed (another query on it
+    meanwhile fails); elsewhere the ids are read `chunk_size` at a time. Arguments stay JSON text (decode them
+    where a value is needed)."""
+    yield from _columns(run_ids, with_run=False, only_ok=only_ok, with_missing=False, chunk_size=chunk_size)
 
 
 def run_columns(
-    run_ids: Sequence[int] | QuerySet | RawSQL, *, chunk_size: int = COLUMN_CHUNK
-) -> Iterator[tuple[int, str, int, float, list[str], list[str]]]:
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_missing: bool = False, chunk_size: int = COLUMN_CHUNK
+) -> Iterator[tuple[int, str | None, int | None, float | None, list[str], list[str]]]:
     """The runs among `run_ids` that exist, as columns, one at a time in ascending id order: (run id, outcome,
     total tokens, cost, tool names, arguments as JSON text), the steps in ordinal order (a run without steps has
-    empty lists). Streamed like `step_columns` (`run_ids` may be a queryset or RawSQL query of run ids, too)."""
-    yield from _columns(run_ids, with_run=True, only_ok=False, chunk_size=chunk_size)
+    empty lists). With `with_missing`, every id of `run_ids` once, a run that does not exist as (its id, None,
+    None, None, [], []). Streamed like `step_columns` (`run_ids` may be a queryset or RawSQL query of run ids)."""
+    yield from _columns(run_ids, with_run=True, only_ok=False, with_missing=with_missing, chunk_size=chunk_size)
 
 
 def _columns(
-    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_run: bool, only_ok: bool, chunk_size: int
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_run: bool, only_ok: bool, with_missing: bool, chunk_size: int
 ) -> Iterator[tuple]:
     connection = connections[Run.objects.db]
     if connection.vendor == "postgresql":
-        yield from _columns_on_postgresql(run_ids, with_run=with_run, only_ok=only_ok, chunk_size=chunk_size)
+        yield from _columns_on_postgresql(
+            run_ids, with_run=with_run, only_ok=only_ok, with_missing=with_missing, chunk_size=chunk_size
+        )
         return
     if isinstance(run_ids, QuerySet):
         run_ids = list(run_ids.values_list("pk", flat=True))
@@ -626,16 +631,19 @@ def _columns(
             if with_run:
                 if run_id in runs:
                     yield (*runs[run_id], tools, texts)
+                elif with_missing:
+                    yield run_id, None, None, None, [], []
             elif tools:
                 yield run_id, tools, texts
 
 
 def _columns_on_postgresql(
-    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_run: bool, only_ok: bool, chunk_size: int
+    run_ids: Sequence[int] | QuerySet | RawSQL, *, with_run: bool, only_ok: bool, with_missing: bool, chunk_size: int
 ) -> Iterator[tuple]:
-    """One grouped query, streamed by a server-side cursor; a query of run ids stays a subquery, made an array in
-    the server (`= ANY(ARRAY(…))`: the runs' and steps' indexes are then scanned for those ids in id order, with no
-    join to plan and no sort of the rows before grouping)."""
+    """One grouped query, streamed; a query of run ids stays a subquery, made an array in the server (`=
+    ANY(ARRAY(…))`: the runs' and steps' indexes are then scanned for those ids in id order, with no join to plan
+    and no sort of the rows before grouping). With `with_missing`, the ids are sorted and each joined to its run
+    and, laterally, to its steps' arrays (nested loops keep the ids' order: nothing else is sorted)."""
     if isinstance(run_ids, QuerySet | RawSQL):
         if isinstance(run_ids, RawSQL):
             subquery, params = run_ids.sql, list(run_ids.params)
@@ -644,32 +652,41 @@ def _columns_on_postgresql(
                 subquery, params = run_ids.values("pk").query.sql_with_params()
             except EmptyResultSet:  # a queryset known to be empty (`.none()`)
                 return
-        among = f"= ANY(ARRAY({subquery}))"
+            params = list(params)
     else:
         ids = sorted(set(run_ids))
         if not ids:
             return
         # The ids as one array literal: psycopg's per-element array dumper costs more than the query.
-        among, params = "= ANY(%s::bigint[])", ["{" + ",".join(map(str, map(int, ids))) + "}"]
+        subquery, params = "SELECT unnest(%s::bigint[])", ["{" + ",".join(map(str, map(int, ids))) + "}"]
     step, run = Step._meta.db_table, Run._meta.db_table
-    if with_run:
+    if with_missing:
+        sql = (
+            f"SELECT ids.id, r.outcome, r.total_tokens, r.cost, coalesce(st.tools, '{{}}'),"
+            f" coalesce(st.arguments, '{{}}') FROM (SELECT DISTINCT x.id FROM ({subquery}) AS x(id)) ids"
+            f" LEFT JOIN {run} r ON r.id = ids.id LEFT JOIN LATERAL (SELECT array_agg(s.tool ORDER BY s.ordinal)"
+            f" AS tools, array_agg(s.arguments ORDER BY s.ordinal) AS arguments FROM {step} s"
+            f" WHERE s.run_id = r.id) st ON true ORDER BY ids.id"
+        )
+    elif with_run:
         sql = (
             f"SELECT r.id, r.outcome, r.total_tokens, r.cost,"
             f" coalesce(array_agg(s.tool ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}'),"
             f" coalesce(array_agg(s.arguments ORDER BY s.ordinal) FILTER (WHERE s.id IS NOT NULL), '{{}}')"
             f" FROM {run} r LEFT JOIN {step} s ON s.run_id = r.id"
-            f" WHERE r.id {among} GROUP BY r.id ORDER BY r.id"
+            f" WHERE r.id = ANY(ARRAY({subquery})) GROUP BY r.id ORDER BY r.id"
         )
     else:
         ok = " AND s.ok" if only_ok else ""
         sql = (
             f"SELECT s.run_id, array_agg(s.tool ORDER BY s.ordinal), array_agg(s.arguments ORDER BY s.ordinal)"
-            f" FROM {step} s WHERE s.run_id {among}{ok} GROUP BY s.run_id ORDER BY s.run_id"
+            f" FROM {step} s WHERE s.run_id = ANY(ARRAY({subquery})){ok} GROUP BY s.run_id ORDER BY s.run_id"
         )
-    with connections[Run.objects.db].chunked_cursor() as cursor:
-        cursor.execute(sql, params)
-        while rows := cursor.fetchmany(chunk_size):
-            yield from rows
+    from psycopg import pq  # PostgreSQL only
+
+    size = chunk_size if pq.version() >= 170000 else 1  # chunks need libpq 17; before it, row by row
+    with connections[Run.objects.db].cursor() as cursor:
+        yield from cursor.cursor.stream(sql, params, size=size)
 
 
 def has_ok_step() -> Exists:

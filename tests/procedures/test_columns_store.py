@@ -3,8 +3,10 @@ learn_procedure gives on the same stored runs, and the replay stores exactly rep
 
 import dataclasses
 import json
+from unittest.mock import ANY
 
 import pytest
+from django.db.models.expressions import RawSQL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,6 +121,15 @@ def test_step_and_run_columns_stream_what_the_orm_reads(operator):
     as_query = Run.objects.filter(pk__in=[ids[0], ids[1], ids[3]]).values("pk")
     assert list(step_columns(as_query, only_ok=True, chunk_size=1)) == list(step_columns(asked, only_ok=True))
     assert list(step_columns(Run.objects.none().values("pk"))) == []
+    # With the missing runs: every id asked once, in ascending order, a missing run's columns empty.
+    with_missing = [(row[0], row[1], row[4], row[5]) for row in run_columns(as_query, with_missing=True)]
+    assert with_missing == [(ids[0], "success", ["a", "b", "c"], ANY), (ids[1], "success", ["b"], ANY),
+                            (ids[3], "failure", ["c"], ANY)]  # fmt: skip
+    gone = [(row[0], row[1:]) for row in run_columns([10**9, ids[2], ids[2]], with_missing=True)]
+    assert gone == [(ids[2], ("success", ANY, ANY, [], [])), (10**9, (None, None, None, [], []))]
+    # Read from a RawSQL query of ids, too (say, a temporary table's).
+    raw = RawSQL(f"SELECT id FROM {Run._meta.db_table} WHERE outcome = %s", ["failure"])
+    assert [row[0] for row in step_columns(raw)] == [ids[3]]
 
 
 @pytest.mark.parametrize("order", ["ascending", "shuffled"])
