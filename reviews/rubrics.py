@@ -30,6 +30,7 @@ from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
 from llm.services import model_call_note_rejected_output
 
+from .access import active_user
 from .core.prompts import build_judge_request, build_rubric_request
 from .core.rubrics import (
     RubricAssessment,
@@ -136,13 +137,8 @@ def rubric_core(version: RubricVersion) -> TrajectoryRubric:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
-def _user_of(actor: Actor) -> User | None:
-    user = actor.user
-    return user if user is not None and user.is_active else None
-
-
 def _require_actor(actor: Actor, what: str) -> User:
-    user = _user_of(actor)
+    user = active_user(actor)
     if user is None or not user.may_assess:
         raise NotAllowed(f"{what} needs the reviewer or operator role", code="not_a_reviewer")
     return user
@@ -225,7 +221,7 @@ def rubric_version_add(
             number=number,
             document=document.to_document(),
             digest=digest,
-            proposed_by=_user_of(actor),
+            proposed_by=active_user(actor),
             model_call_id=model_call_id,
             source_run_ids=list(source_run_ids),
         )
@@ -275,7 +271,7 @@ def rubric_propose_start(
         raise Invalid(f"no runs declare the intent {rubric.key!r}; name example runs", code="no_example_runs")
     with transaction.atomic(durable=True):
         job = RubricJob.objects.create(
-            kind=RubricJobKind.PROPOSE, rubric=rubric, example_run_ids=ids, requested_by=_user_of(actor)
+            kind=RubricJobKind.PROPOSE, rubric=rubric, example_run_ids=ids, requested_by=active_user(actor)
         )
         audit_record(actor=actor, verb="rubric.propose", target=job, after={"rubric": rubric.key, "runs": ids})
         _enqueue(job)
@@ -298,7 +294,7 @@ def rubric_judge_start(*, actor: Actor, run_id: int, version_id: int, judges: in
             version=version,
             run_id=run.pk,
             judges=judges,
-            requested_by=_user_of(actor),
+            requested_by=active_user(actor),
         )
         audit_record(
             actor=actor,
@@ -655,7 +651,7 @@ def rubric_assessment_submit(
 ) -> RubricScoreRow:
     """A person's (page) or a client's (API token) own assessments of a run: one per person per dimension (a new
     one replaces theirs), evidence steps checked against the run, nothing written unless every item is valid."""
-    user = _user_of(actor)
+    user = active_user(actor)
     if user is None:
         raise NotAllowed("assessing a run needs an active user", code="not_allowed")
     if actor.token is None and not user.may_assess:
