@@ -13,7 +13,7 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        incoming = request.headers.get("X-Request-Id", "")
+        incoming = request.META.get("HTTP_X_REQUEST_ID", "")  # request.headers would build every header
         request_id = incoming if _VALID.match(incoming) else uuid.uuid4().hex
         request.request_id = request_id
         token = current_request_id.set(request_id)

@@ -81,7 +81,7 @@ def client_ip(request: HttpRequest) -> str:
     the right (each trusted proxy appends the address it received the request from)."""
     proxies = settings.WAYMARK_TRUSTED_PROXY_COUNT
     if proxies > 0:
-        forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
         if len(forwarded) >= proxies:
             return forwarded[-proxies][:64]
     return request.META.get("REMOTE_ADDR", "")[:64]

@@ -25,6 +25,8 @@ from datetime import datetime
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
+from django.db.models import Model
+from django.db.models.base import ModelState
 from django.utils import timezone
 
 from .models import ApiToken, User
@@ -39,10 +41,9 @@ _TOKEN_FIELDS = tuple(field.attname for field in ApiToken._meta.concrete_fields)
 
 @dataclass(frozen=True)
 class _Entry:
-    token: tuple  # the values of _TOKEN_FIELDS
+    token: ApiToken  # built once from the row's values (_TOKEN_FIELDS); never handed out, only copies of it
     scopes: tuple[str, ...]  # the effective scopes (api_token_authenticate may narrow the stored ones)
-    user: tuple  # the values of _USER_FIELDS (the password hash is never kept: it stays deferred)
-    roles: frozenset[str]
+    user: User  # as token, from _USER_FIELDS (the password hash is never kept: it stays deferred)
     version: str
     expires: float
 
@@ -98,12 +99,12 @@ class TokenCache:
         the version, so the entry cannot outlive it."""
         if version is None or not settings.WAYMARK_TOKEN_CACHE_SECONDS:
             return
-        user = token.user
+        user = User.from_db(DEFAULT_DB_ALIAS, _USER_FIELDS, [getattr(token.user, name) for name in _USER_FIELDS])
+        user._role_names = frozenset(token.user.groups.values_list("name", flat=True))
         entry = _Entry(
-            token=tuple(getattr(token, name) for name in _TOKEN_FIELDS),
+            token=ApiToken.from_db(DEFAULT_DB_ALIAS, _TOKEN_FIELDS, [getattr(token, name) for name in _TOKEN_FIELDS]),
             scopes=tuple(token.scopes),
-            user=tuple(getattr(user, name) for name in _USER_FIELDS),
-            roles=frozenset(user.groups.values_list("name", flat=True)),
+            user=user,
             version=version,
             expires=time.monotonic() + settings.WAYMARK_TOKEN_CACHE_SECONDS,
         )
@@ -137,14 +138,23 @@ class TokenCache:
 
 
 def _rebuild(entry: _Entry) -> ApiToken:
-    """Fresh model instances per request (requests never share a mutable object), built as the ORM builds the rows
-    it reads (`from_db`: positional values, the user's password deferred, not blank)."""
-    user = User.from_db(DEFAULT_DB_ALIAS, _USER_FIELDS, entry.user)
-    user._role_names = entry.roles
-    token = ApiToken.from_db(DEFAULT_DB_ALIAS, _TOKEN_FIELDS, entry.token)
+    """Fresh model instances per request (requests never share a mutable object): copies of the entry's, each with
+    its own attributes and ModelState as `from_db` leaves it (read from the default database, not adding), made
+    without __init__ and its model signals, as Django's unpickling makes them: a fraction of the cost of building
+    them from the row's values again."""
+    user = _copy(entry.user)
+    token = _copy(entry.token)
     ApiToken.user.field.set_cached_value(token, user)  # user_id is set already: only the related object is cached
-    token.scopes = list(entry.scopes)
+    token.scopes = list(entry.scopes)  # the only mutable value either holds
     return token
+
+
+def _copy(instance: Model) -> Model:
+    state = ModelState()
+    state.db, state.adding = DEFAULT_DB_ALIAS, False
+    clone = object.__new__(type(instance))
+    clone.__dict__.update(instance.__dict__, _state=state)
+    return clone
 
 
 def bump_version(**_kwargs) -> None:

@@ -7,11 +7,11 @@ PostgreSQL, Redis cache) against a trivial JSON endpoint on the same stack: requ
 latency. Issue 13's aim: each at least 0.8 of the baseline, the 304s at least 1.0.
 
 The baseline is `/bench/ping`: a plain Django JsonResponse without authentication, through the same middleware, in
-this script's own URLconf (the gunicorn workers load `guidance:wsgi_app()` from this file, which serves that URLconf
-in front of config.urls). `/bench/api/ping`, a trivial ninja operation behind the same bearer-token auth, is printed
-for context. The bench database gets one active procedure, written directly (set-up only, as the tests' factories
-do), so the procedures list is not empty. Nothing listens beyond 127.0.0.1 and every request count is bounded; the
-script starts and stops its own gunicorn.
+this script's own URLconf (the gunicorn workers load `guidance:wsgi_app()` from this file, which serves that URLconf:
+the ping, then config.urls' patterns at the top level as production resolves them). `/bench/api/ping`, a trivial
+ninja operation behind the same bearer-token auth, is printed for context. The bench database gets one active
+procedure, written directly (set-up only, as the tests' factories do), so the procedures list is not empty. Nothing
+listens beyond 127.0.0.1 and every request count is bounded; the script starts and stops its own gunicorn.
 
 Usage: .venv/bin/python bench/guidance.py [--quick] [--core-only]
 (DATABASE_URL names the PostgreSQL server, default 127.0.0.1:5432; WAYMARK_BENCH_REDIS_URL the Redis database,
@@ -430,16 +430,15 @@ def _bench_api():
 
 def __getattr__(name: str):
     if name == "urlpatterns":  # built lazily, once: config.urls needs the app registry
-        from django.urls import include, path
+        from django.urls import path
+
+        from config import urls
 
         if not _URLPATTERNS:
-            _URLPATTERNS.extend(
-                [
-                    path("bench/ping", ping),
-                    path("bench/api/", _bench_api().urls),
-                    path("", include("config.urls")),
-                ]
-            )
+            # config.urls' own patterns at the top level, as in production (not under an include, one level deeper):
+            # the per-step calls come first there, the ping just before them, so both resolve at the same depth
+            # after at most three failed patterns
+            _URLPATTERNS.extend([path("bench/ping", ping), path("bench/api/", _bench_api().urls), *urls.urlpatterns])
         return _URLPATTERNS
     raise AttributeError(name)
 

@@ -123,7 +123,7 @@ def _add_to_shared(key: str, amount: int, *, timeout: int) -> int:
     backend = caches[DEFAULT_CACHE_ALIAS]
     if isinstance(backend, RedisCache):
         full_key = backend.make_and_validate_key(key)
-        pipeline = backend._cache.get_client(full_key, write=True).pipeline(transaction=False)  # Django's pool
+        pipeline = _redis_client(backend).pipeline(transaction=False)
         pipeline.incrby(full_key, amount)
         pipeline.expire(full_key, timeout, nx=True)
         return int(pipeline.execute()[0])
@@ -134,6 +134,15 @@ def _add_to_shared(key: str, amount: int, *, timeout: int) -> int:
     except ValueError:  # the key expired between add and incr
         cache.set(key, amount, timeout=timeout)
         return amount
+
+
+def _redis_client(backend: RedisCache):
+    """The redis-py client on Django's connection pool for this backend (one per thread, as Django's cache backends
+    are), made once: Django makes a new one per cache call, which copies redis-py's ~170 response callbacks."""
+    client = backend.__dict__.get("_waymark_rate_client")
+    if client is None:
+        client = backend.__dict__["_waymark_rate_client"] = backend._cache.get_client(write=True)
+    return client
 
 
 def hit(scope: str, subject: str, *, limit: int, window: int, batch: int = 1) -> int | None:

@@ -27,7 +27,11 @@ _STEP_PATH = re.compile(f"^/{API_PREFIX}(?:{'|'.join(_CONVERTER.sub('[^/]+', cal
 
 
 def is_step_call(request: HttpRequest) -> bool:
-    return _STEP_PATH.match(request.path_info) is not None
+    """Whether the request is a per-step call (matched once per request, then remembered on it)."""
+    found = request.__dict__.get("_waymark_step_call")
+    if found is None:
+        found = request._waymark_step_call = _STEP_PATH.match(request.path_info) is not None
+    return found
 
 
 class BrowserSessionMiddleware(SessionMiddleware):

@@ -106,9 +106,9 @@ def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
     summary = card["active"]
     if summary is None:
         raise ApiError(404, "no_active_graph", f"workspace {ws!r} has no active graph yet")
-    if_none_match = request.headers.get("If-None-Match")
+    if_none_match = request.META.get("HTTP_IF_NONE_MATCH")
     etag = f'"{summary["digest"]}"'
-    if if_none_match and ({etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
+    if if_none_match and (if_none_match == etag or {etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
         return _active_headers(HttpResponse(status=304), summary)
     content = cache.bodies.get(summary["id"])
     if content is None:  # a revision never changes: its encoded body is kept per process

@@ -1,25 +1,34 @@
 """The active procedures list (GET /api/v1/procedures) from prepared bytes, so a 200 costs about what a 304 costs.
 
-Every call reads the listed procedures' stamps (procedures.selectors.active_stamps: one light query, no version
-bodies) and derives the strong ETag from them, so a promotion shows at once on every process. The JSON body is built
-only for stamps not seen before (the full query and ProcedureListOut, rendered as django-ninja renders it) and kept
-per process under those stamps, which change with everything the body shows. It is kept only when the stamps read
-again after it are unchanged: a promotion landing between the reads can never file a new body under old stamps.
+The listed procedures' stamps (procedures.selectors.active_stamps: one light query, no version bodies) say what the
+list shows; the strong ETag derives from them. Each process reuses the stamps it read for an intent for at most
+STAMPS_LOCAL_SECONDS (1 s), as graphs.cache reuses a workspace card, so an agent's per-step call costs no query: a
+promotion or any other change shows on every process within a second, and at once on the process whose services
+wrote it (they forget this process's stamps when their transaction commits: `changed`, and the model signals in
+ProceduresConfig.ready).
+
+The JSON body is built only for stamps not seen before (the full query and ProcedureListOut, rendered as django-ninja
+renders it) and kept per process under those stamps, which change with everything the body shows. It is kept only
+when the stamps read again after it are unchanged: a promotion landing between the reads can never file a new body
+under old stamps.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from django.db import transaction
 from ninja.responses import NinjaJSONEncoder
 
 from . import selectors
 from .schemas import ProcedureListOut
 
 BODIES_KEPT = 64
+STAMPS_LOCAL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,56 @@ class _Bodies:
 
 
 bodies = _Bodies()
+
+
+@dataclass(frozen=True)
+class Current:
+    stamps: tuple
+    etag: str
+    read_at: float  # time.monotonic() when the stamps were read
+
+
+class _RecentStamps:
+    """Intent (None: every intent) → the stamps last read for it, reused for at most STAMPS_LOCAL_SECONDS."""
+
+    def __init__(self) -> None:
+        self._items: dict[str | None, Current] = {}
+        self._lock = threading.Lock()
+
+    def get(self, intent: str | None) -> Current | None:
+        found = self._items.get(intent)
+        if found is None or time.monotonic() - found.read_at > STAMPS_LOCAL_SECONDS:
+            return None
+        return found
+
+    def put(self, intent: str | None, current: Current) -> None:
+        with self._lock:
+            if len(self._items) >= 1024:
+                self._items.clear()
+            self._items[intent] = current
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+recent = _RecentStamps()
+
+
+def current(intent: str | None) -> Current:
+    """The stamps of the list for `intent` and their ETag: this process's copy (at most 1 s old), else read now."""
+    found = recent.get(intent)
+    if found is None:
+        read_at = time.monotonic()
+        stamps = read_stamps(intent)
+        found = Current(stamps=stamps, etag=etag_of(stamps), read_at=read_at)
+        recent.put(intent, found)
+    return found
+
+
+def changed() -> None:
+    """A write to what the list shows: this process forgets its stamps once the write commits (others within 1 s)."""
+    transaction.on_commit(recent.clear)
 
 
 def read_stamps(intent: str | None) -> tuple:

@@ -44,13 +44,12 @@ def active_list_response(request: HttpRequest, intent: str | None = None) -> Htt
     Served by config.step_api on every agent step (`intent` from the query string), and by the operation above."""
     if intent is None:
         intent = request.GET.get("intent")
-    stamps = active_body.read_stamps(intent)
-    etag = active_body.etag_of(stamps)
-    if _matches(request.headers.get("If-None-Match", ""), etag):
+    current = active_body.current(intent)
+    if _matches(request.META.get("HTTP_IF_NONE_MATCH", ""), current.etag):
         not_modified = HttpResponse(status=304)
-        not_modified["ETag"] = etag
+        not_modified["ETag"] = current.etag
         return not_modified
-    listing = active_body.active_list(intent, stamps)
+    listing = active_body.active_list(intent, current.stamps)
     response = HttpResponse(listing.body, content_type=JSON)
     response["ETag"] = listing.etag
     if listing.revision is not None:

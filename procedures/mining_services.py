@@ -25,6 +25,7 @@ from procedures.core.learn import INTENT_OR_RUNS_MISSING
 from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset, step_columns
 
+from . import active_body
 from .errors import MiningError, check_operator
 from .mining import content_revision, decode_arguments, intent_key, trajectory_id
 from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun
@@ -178,6 +179,7 @@ def _procedure_marked(*, actor: Actor, group: RunGroup, newest: int) -> tuple[Pr
     before_mark = procedure.mined_through_run_id
     if newest > before_mark:
         Procedure.objects.filter(pk=procedure.pk).update(mined_through_run_id=newest, updated_at=timezone.now())
+        active_body.changed()
         procedure.mined_through_run_id = newest
     return procedure, before_mark
 

@@ -287,6 +287,9 @@ class ProcedureVersionKind(PromotableKind):
             retired_status=VersionStatus.RETIRED,
             verb="procedure.activate",
         )
+        from . import active_body  # (imports the selectors, which import this module)
+
+        active_body.changed()  # move_active_version writes by queryset (no model signal)
 
     def history_url(self, parent_key: str) -> str:
         return reverse("procedures:list")

@@ -7,6 +7,7 @@ from django.test import Client
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create
 from accounts.token_cache import tokens
+from procedures import active_body
 from tests.factories import user_with
 from tests.write_guard import writes_recorded
 
@@ -36,6 +37,7 @@ def _no_cached_tokens():
     """Each test starts with an empty token cache (accounts.token_cache): rolled-back rows send no signals."""
     tokens.forget()
     tokens._used.clear()
+    active_body.recent.clear()  # (the procedures list's stamps, kept per process for a second)
     yield
 
 

@@ -35,6 +35,20 @@ def test_a_verified_token_is_served_from_the_cache_without_a_query(viewer, make_
     assert again is not first and again.user is not first.user  # requests never share a model instance
 
 
+def test_served_copies_share_nothing_a_request_could_change(viewer, make_token):
+    plaintext = make_token(viewer, "graphs:read")
+    api_token_authenticate(plaintext)
+    first, second = api_token_authenticate(plaintext), api_token_authenticate(plaintext)
+    first.scopes.append("graphs:guide")
+    first.name = first.user.first_name = "changed by one request"
+    first.user._state.fields_cache["marker"] = object()
+    assert second.scopes == ["graphs:read"] and second.name != first.name
+    assert second.user.first_name == viewer.first_name and "marker" not in second.user._state.fields_cache
+    assert second._state is not first._state and second.user._state is not first.user._state
+    assert (second._state.db, second._state.adding) == ("default", False)  # as read from the database
+    assert api_token_authenticate(plaintext).user.first_name == viewer.first_name
+
+
 def test_a_cached_users_password_is_deferred_never_blank(viewer, make_token, django_assert_num_queries):
     plaintext = make_token(viewer, "graphs:read")
     api_token_authenticate(plaintext)

@@ -13,6 +13,7 @@ from config import ratelimit
 from config.urls import ninja_urls
 from graphs.cache import clear_local
 from graphs.guidance import workspace_guidance
+from procedures import active_body
 from tests.factories import user_with
 from tests.graphs.factories import make_demo_workspace, make_empty_workspace
 
@@ -62,6 +63,7 @@ def send(method: str, path: str, headers: dict, body: bytes | None = None, conte
     ratelimit.counters.clear()  # the ninja operation counts the call afresh
     cache.clear()
     clear_local()
+    active_body.recent.clear()
     direct = ninja_view(route)(request, **match.kwargs)
     return through_stack, direct
 
