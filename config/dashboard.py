@@ -24,7 +24,7 @@ from trajectories.selectors import (
     run_counts,
 )
 
-from . import charts
+from . import charts, dashboard_tables
 from .formats import fixed
 
 RECENT_RUNS = 5
@@ -205,6 +205,7 @@ def dashboard_context(viewer=None) -> dict:
     totals = production_day_totals(days[0])
     daily = daily_rows(days, totals)
     intents = intent_rates(days, totals)
+    table = intent_table(days, intents)
     return {
         "counts": _counts(counts),
         "evaluation_runs": Stat(
@@ -220,6 +221,11 @@ def dashboard_context(viewer=None) -> dict:
         "outcome_chart": outcome_chart(daily),
         "usage_chart": usage_chart(daily),
         "intent_rates": intents,
-        "intent_table": intent_table(days, intents),
+        "intent_table": table,
         "intent_chart": intent_chart(days, intents),
+        # the tables beside the charts, as HTML built in Python (config.dashboard_tables)
+        "outcome_rows": dashboard_tables.outcome_rows(daily),
+        "usage_rows": dashboard_tables.usage_rows(daily),
+        "intent_head": dashboard_tables.intent_head(intents),
+        "intent_rows": dashboard_tables.intent_rows(table),
     }

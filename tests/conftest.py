@@ -10,6 +10,7 @@ from accounts.token_cache import tokens
 from procedures import active_body
 from tests.factories import user_with
 from tests.write_guard import writes_recorded
+from trajectories import closed_days
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,6 +39,7 @@ def _no_cached_tokens():
     tokens.forget()
     tokens._used.clear()
     active_body.recent.clear()  # (the procedures list's stamps, kept per process for a second)
+    closed_days.forget()  # (closed days' totals: tests write day rows without a rebuild, and roll them back)
     yield
 
 

@@ -4,7 +4,8 @@
 `record` adds a batch of newly stored runs to their day rows and their all-time rows inside the ingest's
 transaction, with one INSERT … ON CONFLICT DO UPDATE per table that adds to the stored counts (PostgreSQL and SQLite
 alike; keys sorted, so two concurrent batches lock the rows in one order). `rebuild` recomputes every row from the
-runs (migrations 0006 and 0008, and after writing runs behind ingest's back, e.g. bench/pages.py's COPY). A day is
+runs (migrations 0006 and 0008, and after writing runs behind ingest's back, e.g. bench/pages.py's COPY), and
+replaces the generation under which processes keep closed days' totals (trajectories.closed_days). A day is
 the local date of `created_at` in settings.TIME_ZONE when the run was stored; changing TIME_ZONE later does not move
 stored rows — rebuild them.
 """
@@ -21,6 +22,7 @@ from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from . import closed_days
 from .models import Run, RunDay, RunTotal
 
 Key = tuple[date, str, str, str]
@@ -97,6 +99,7 @@ def rebuild(run_model=Run, day_model=RunDay, total_model=RunTotal) -> int:
         day_model.objects.bulk_create(rows, batch_size=2000)
         if total_model is not None:
             rebuild_totals(day_model, total_model)
+        closed_days.bump()  # past days may have changed: the dashboard's kept closed days go, on commit
     return len(rows)
 
 

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from config.cursors import IntCursor, InvalidCursor
 
+from . import closed_days
 from .core.search import search_terms
 from .core.steps import TrajectoryRun, TrajectoryStep, normalize_tool
 from .core.waterfall import waterfall
@@ -715,22 +716,32 @@ class RunCounts:
 
 
 def run_counts() -> RunCounts:
-    """From the all-time totals ingest keeps (trajectories.rollup): one query over a few hundred rows."""
-    production = ~Q(source=EVALUATION_SOURCE)
-    row = RunTotal.objects.aggregate(
-        production_runs=Sum("runs", filter=production, default=0),
-        successes=Sum("runs", filter=production & Q(outcome=Outcome.SUCCESS), default=0),
-        failures=Sum("runs", filter=production & Q(outcome=Outcome.FAILURE), default=0),
-        step_sum=Sum("steps", filter=production, default=0),
-        evaluation_runs=Sum("runs", filter=Q(source=EVALUATION_SOURCE), default=0),
-    )
-    return RunCounts(
-        runs=row["production_runs"],
-        successes=row["successes"],
-        failures=row["failures"],
-        steps=row["step_sum"],
-        evaluation_runs=row["evaluation_runs"],
-    )
+    """From the all-time totals ingest keeps (trajectories.rollup): one GROUP BY over a few hundred rows, by source
+    and outcome, summed here. Its SQL is compiled by the ORM once per process and then run on a plain cursor: the
+    ORM's compiling cost several times the query."""
+    if not _COUNTS_SQL:
+        rows = RunTotal.objects.values("source", "outcome").annotate(run_sum=Sum("runs"), step_sum=Sum("steps"))
+        sql, params = rows.values_list("source", "outcome", "run_sum", "step_sum").order_by().query.sql_with_params()
+        assert not params, params  # a fixed statement: nothing to bind
+        _COUNTS_SQL.append(sql)
+    counts = {"runs": 0, "successes": 0, "failures": 0, "steps": 0, "evaluation_runs": 0}
+    with connections[RunTotal.objects.db].cursor() as cursor:
+        cursor.execute(_COUNTS_SQL[0])
+        for source, outcome, run_sum, step_sum in cursor.fetchall():
+            runs, steps = int(run_sum), int(step_sum)  # SUM of bigint is numeric on PostgreSQL
+            if source == EVALUATION_SOURCE:
+                counts["evaluation_runs"] += runs
+                continue
+            counts["runs"] += runs
+            counts["steps"] += steps
+            if outcome == Outcome.SUCCESS:
+                counts["successes"] += runs
+            elif outcome == Outcome.FAILURE:
+                counts["failures"] += runs
+    return RunCounts(**counts)
+
+
+_COUNTS_SQL: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -745,13 +756,21 @@ class DayTotal:
     cost: float
 
 
-def production_day_totals(first_day: date) -> list[DayTotal]:
-    """Production runs per (day, intent, outcome) from `first_day` on, from the daily totals: one GROUP BY query
-    over the window's day rows (sources summed)."""
+def production_day_totals(first_day: date, *, today: date | None = None) -> list[DayTotal]:
+    """Production runs per (day, intent, outcome) from `first_day` on, from the daily totals (sources summed): the
+    closed days' from this process's copy (trajectories.closed_days), read by one GROUP BY the first time; the open
+    days' (today and yesterday) by one small GROUP BY on every call."""
+    open_from = max(first_day, closed_days.first_open_day(today))
+    kept = closed_days.closed(first_day, open_from, _day_totals) if first_day < open_from else ()
+    return [*kept, *_day_totals(open_from, None)]
+
+
+def _day_totals(first_day: date, before: date | None) -> list[DayTotal]:
+    days = RunDay.objects.production().filter(day__gte=first_day)
+    if before is not None:
+        days = days.filter(day__lt=before)
     grouped = (
-        RunDay.objects.production()
-        .filter(day__gte=first_day)
-        .values("day", "intent", "outcome")
+        days.values("day", "intent", "outcome")
         .annotate(run_sum=Sum("runs"), token_sum=Sum("tokens"), cost_sum=Sum("cost"))
         .values_list("day", "intent", "outcome", "run_sum", "token_sum", "cost_sum")
         .order_by()

@@ -132,6 +132,10 @@ else:
         }
     }
 
+# Sessions read from the cache, written to both (Django's cached_db): a logged-in page reads its session without a
+# database query; a session outlives a cache flush (read back from the database).
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -424,9 +424,9 @@ def test_each_page_reads_in_a_fixed_number_of_queries(operator, lab, django_asse
         last = run_to_end(start(lab, operator))
     assert EvolutionRun.objects.count() == 4 and EvolutionRound.objects.count() == 16
     assert [_queries(operator, *page) for page in pages(first)] == few  # more runs and rounds, the same queries
-    # session, user, roles, then: workspace + runs; workspace + run + rounds + 2 for the series + pending promotions;
-    # workspace + run + round + base revision; workspace + memory head.
-    limits = {"evolutions": 5, "evolution": 9, "evolution_round": 7, "rejections": 5}
+    # user, roles (the session from the cache), then: workspace + runs; workspace + run + rounds + 2 for the series +
+    # pending promotions; workspace + run + round + base revision; workspace + memory head.
+    limits = {"evolutions": 4, "evolution": 8, "evolution_round": 6, "rejections": 4}
     client = logged_in(operator)
     for page in [*pages(first), *pages(last)]:
         with django_assert_max_num_queries(limits[page[0]]):

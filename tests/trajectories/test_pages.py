@@ -99,7 +99,7 @@ def test_a_bad_cursor_or_filter_shows_a_notice_not_an_error(viewer, runs):
 def test_pages_cost_a_fixed_number_of_queries(viewer, django_assert_max_num_queries, size):
     ids = ingest(*[run_item(steps=[step_item(), step_item("notify")]) for _ in range(size)]).created_ids
     client = logged_in(viewer)
-    with django_assert_max_num_queries(6):  # session, user, groups (nav), runs, totals, rubric scores
+    with django_assert_max_num_queries(5):  # user, groups (nav), runs, totals, rubric scores
         assert client.get(f"{LIST}?tool=notify").status_code == 200
-    with django_assert_max_num_queries(6):  # session, user, groups (nav), run, steps, the intent's rubric
+    with django_assert_max_num_queries(5):  # user, groups (nav), run, steps, the intent's rubric
         assert client.get(detail(ids[-1])).status_code == 200

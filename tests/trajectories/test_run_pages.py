@@ -100,7 +100,7 @@ def test_the_run_page_links_to_compare_and_to_the_procedure_view(viewer):
 def test_the_run_page_costs_a_fixed_number_of_queries(viewer, django_assert_max_num_queries, size):
     run_id = ingest(run_item(steps=[timed("t", 0, 1)] * size)).created_ids[0]
     client = logged_in(viewer)
-    with django_assert_max_num_queries(6):  # session, user, groups (nav), run, steps, the intent's rubric
+    with django_assert_max_num_queries(5):  # user, groups (nav), run, steps, the intent's rubric
         assert client.get(detail(run_id)).status_code == 200
 
 
@@ -132,7 +132,7 @@ def pair():
 
 def test_two_runs_side_by_side_align_their_steps_and_highlight_differences(viewer, pair, django_assert_max_num_queries):
     client = logged_in(viewer)
-    with django_assert_max_num_queries(5):  # session, user, groups (nav), both runs, their steps
+    with django_assert_max_num_queries(4):  # user, groups (nav), both runs, their steps
         response = client.get(f"{COMPARE}?a={pair[0]}&b={pair[1]}")
     assert response.status_code == 200
     rows = response.context["rows"]
@@ -215,7 +215,7 @@ def test_a_run_is_drawn_against_the_active_procedure_of_its_intent(viewer, djang
         )
     ).created_ids[0]
     client = logged_in(viewer)
-    with django_assert_max_num_queries(6):  # session, user, groups (nav), run, steps, procedure with its version
+    with django_assert_max_num_queries(5):  # user, groups (nav), run, steps, procedure with its version
         response = client.get(run_vs(run_id))
     assert response.status_code == 200
     vs = response.context["vs"]

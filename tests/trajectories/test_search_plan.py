@@ -79,12 +79,12 @@ def test_the_setting_is_put_back_when_the_block_fails(corpus):
 def test_the_list_page_keeps_a_fixed_number_of_queries(corpus, viewer, django_assert_num_queries):
     client = logged_in(viewer)
     url = reverse("trajectories:list")
-    # session, user, groups (nav), runs, totals, rubric scores; a search adds the probe, and a rare one the setting
-    # and its restoring
-    with django_assert_num_queries(7):
+    # user, groups (nav), runs, totals, rubric scores (the session from the cache); a search adds the probe, and a
+    # rare one the setting and its restoring
+    with django_assert_num_queries(6):
         response = client.get(url, {"q": "kettle"})
     assert response.status_code == 200 and len(response.context["page"].runs) == 25
-    with django_assert_num_queries(9 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
+    with django_assert_num_queries(8 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
         response = client.get(url, {"q": "zanzibarite"})
     assert [run.external_id for run in response.context["page"].runs] == ["r01", "r00"]
     assert indexscan() == "on"

@@ -1,0 +1,67 @@
+"""The dashboard's chart tables as HTML, built in Python (as the explorer's rows are: trajectories/run_rows.py).
+
+Thirty days by four or five numbers, three times: through Django's template engine (a loop, a lookup and a number
+localization per cell) they took most of the dashboard's render time (bench/pages.py). The markup is what the
+template wrote; numbers are written as the template writes them (no thousands separator: USE_THOUSAND_SEPARATOR is
+off), dates as ISO dates, and the one text from the data, an intent's name, passes through `html.escape`, as
+Django's autoescaping would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from html import escape
+from typing import Any
+
+from django.utils.safestring import SafeString, mark_safe
+
+DASH = "–"
+
+
+def outcome_rows(daily: Iterable[Any]) -> SafeString:
+    """Runs per day by outcome, newest first."""
+    return mark_safe(
+        "".join(
+            f'<tr><td>{row.day.isoformat()}</td><td class="num">{row.success}</td><td class="num">{row.failure}</td>'
+            f'<td class="num">{row.unknown}</td><td class="num">{row.runs}</td></tr>'
+            for row in reversed(list(daily))
+        )
+    )
+
+
+def usage_rows(daily: Iterable[Any]) -> SafeString:
+    """Runs, tokens and cost per day, newest first."""
+    return mark_safe(
+        "".join(
+            f'<tr><td>{row.day.isoformat()}</td><td class="num">{row.runs}</td><td class="num">{row.tokens}</td>'
+            f'<td class="num">{escape(row.cost_text)}</td></tr>'
+            for row in reversed(list(daily))
+        )
+    )
+
+
+def intent_head(rates: Iterable[Any]) -> SafeString:
+    """The header cells of the success-rate table: each intent with its runs in the window."""
+    return mark_safe(
+        "".join(
+            f'<th class="num">{escape(item.intent)} <small class="muted">({item.runs} run'
+            f"{'' if item.runs == 1 else 's'})</small></th>"
+            for item in rates
+        )
+    )
+
+
+def _rate_cell(success: int, total: int, rate: str) -> str:
+    if not total:
+        return f'<td class="num">{DASH}</td>'
+    return f'<td class="num">{escape(rate)} <small class="muted">({success}/{total})</small></td>'
+
+
+def intent_rows(table: Iterable[dict]) -> SafeString:
+    """The success-rate table's rows (config.dashboard.intent_table: newest first)."""
+    return mark_safe(
+        "".join(
+            f"<tr><td>{row['day'].isoformat()}</td>{''.join(_rate_cell(*cell) for cell in row['cells'])}</tr>"
+            for row in table
+        )
+    )

@@ -1,0 +1,88 @@
+"""The production day totals of closed days, kept per process so the dashboard reads only the open days' rows.
+
+A day row (RunDay) changes when ingest records a run received that day (`rollup.record`: the run's `created_at`,
+set when it is stored) or when every row is recounted (`rollup.rebuild`). So a day before yesterday (local days,
+settings.TIME_ZONE) is *closed*: ingest no longer writes to it — yesterday stays open, for a run stored just before
+midnight whose transaction commits after it — and only a rebuild changes it. The totals of a window's closed days are
+read once per process and kept under the *generation*, a value in the shared cache that every rebuild replaces when
+it commits (`bump`); each request reads the generation (one cache read) and the open days' rows (one small query).
+When the shared cache cannot be read nothing is kept: every request reads every day, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from datetime import date, timedelta
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+log = logging.getLogger("waymark.trajectories")
+GENERATION_KEY = "waymark:trajectories:closed-days"
+OPEN_DAYS = 2  # today and yesterday
+KEPT = 8  # windows kept per process (one per window start and generation in practice)
+
+_lock = threading.Lock()
+_kept: dict[tuple[str, date, date], tuple[Any, ...]] = {}
+
+
+def first_open_day(today: date | None = None) -> date:
+    return (today or timezone.localdate()) - timedelta(days=OPEN_DAYS - 1)
+
+
+def generation() -> str | None:
+    """The current generation, created when missing; None when the shared cache cannot be read."""
+    try:
+        found = cache.get(GENERATION_KEY)
+        if found is None:
+            found = secrets.token_hex(8)
+            if not cache.add(GENERATION_KEY, found, timeout=None):
+                found = cache.get(GENERATION_KEY)
+        return found
+    except Exception:
+        log.warning("closed-day generation unreadable: every day read from the database", exc_info=True)
+        return None
+
+
+def closed(first_day: date, open_from: date, read: Callable[[date, date], Sequence[Any]]) -> tuple[Any, ...]:
+    """The totals of the days from `first_day` up to (not including) `open_from`: this process's copy for the
+    current generation, else `read(first_day, open_from)`, kept."""
+    current = generation()
+    if current is None:
+        return tuple(read(first_day, open_from))
+    key = (current, first_day, open_from)
+    found = _kept.get(key)
+    if found is None:
+        found = tuple(read(first_day, open_from))
+        with _lock:
+            if len(_kept) >= KEPT:
+                _kept.clear()
+            _kept[key] = found
+    return found
+
+
+def bump() -> None:
+    """Every closed day may have changed (a rebuild): this process forgets its copies at once, and every process
+    when the transaction commits (a new generation). A copy read meanwhile is kept under the old generation, where
+    no one looks once the new one is set."""
+    forget()
+    transaction.on_commit(_bump)
+
+
+def _bump() -> None:
+    try:
+        cache.set(GENERATION_KEY, secrets.token_hex(8), timeout=None)
+    except Exception:
+        log.error("closed-day generation not replaced: processes keep their closed days", exc_info=True)
+    forget()
+
+
+def forget() -> None:
+    """Forget this process's copies (tests; and at once after this process's own rebuild)."""
+    with _lock:
+        _kept.clear()
