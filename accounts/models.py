@@ -11,6 +11,15 @@ class User(AbstractUser):
 
     is_agent = models.BooleanField(default=False)
 
+    def get_session_auth_hash(self) -> str:
+        """As Django's; a user served by accounts.session_users carries it (its password hash is not kept)."""
+        kept = self.__dict__.get("_session_auth_hash")
+        return kept if kept is not None else super().get_session_auth_hash()
+
+    def set_password(self, raw_password: str | None) -> None:
+        self.__dict__.pop("_session_auth_hash", None)  # the new hash follows from the new password
+        super().set_password(raw_password)
+
     def has_role(self, role: Role | str) -> bool:
         if not self.is_active or self.is_agent:
             return False

@@ -142,14 +142,15 @@ def _rebuild(entry: _Entry) -> ApiToken:
     its own attributes and ModelState as `from_db` leaves it (read from the default database, not adding), made
     without __init__ and its model signals, as Django's unpickling makes them: a fraction of the cost of building
     them from the row's values again."""
-    user = _copy(entry.user)
-    token = _copy(entry.token)
+    user = copy_instance(entry.user)
+    token = copy_instance(entry.token)
     ApiToken.user.field.set_cached_value(token, user)  # user_id is set already: only the related object is cached
     token.scopes = list(entry.scopes)  # the only mutable value either holds
     return token
 
 
-def _copy(instance: Model) -> Model:
+def copy_instance(instance: Model) -> Model:
+    """A copy of a model instance read from the default database: its own attributes and ModelState."""
     state = ModelState()
     state.db, state.adding = DEFAULT_DB_ALIAS, False
     clone = object.__new__(type(instance))
@@ -158,10 +159,11 @@ def _copy(instance: Model) -> Model:
 
 
 def bump_version(**_kwargs) -> None:
-    """Invalidate every process's cached tokens once the change commits (a signal receiver: a token, a user or a
-    user's groups changed). After the commit, not before: a request reading the token meanwhile would otherwise
-    cache the old row under the new version. This process forgets its own entries at once too."""
-    tokens.forget()
+    """Invalidate every process's cached tokens and session users (accounts.session_users) once the change commits (a
+    signal receiver: a token, a user or a user's groups changed). After the commit, not before: a request reading
+    the row meanwhile would otherwise cache the old row under the new version. This process forgets its own entries
+    at once too."""
+    _forget_all()
     transaction.on_commit(_bump)
 
 
@@ -170,7 +172,14 @@ def _bump() -> None:
         cache.set(VERSION_KEY, secrets.token_hex(8), timeout=None)
     except Exception:
         log.error("auth version not bumped: cached tokens live until they expire", exc_info=True)
+    _forget_all()
+
+
+def _forget_all() -> None:
+    from . import session_users  # (it builds on this module)
+
     tokens.forget()
+    session_users.forget()
 
 
 def flush_used_on_request_finished(**_kwargs) -> None:

@@ -20,11 +20,22 @@ from .text import JsonBodyParser
 logger = logging.getLogger("waymark.api")
 
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
-# Answers any operation may give besides its own: the rate limits (config/ratelimit.py) and a database that stayed
-# locked past its timeout on the embedded default (config/busy.py). Declared once here rather than on each route.
+# Answers any operation may give besides its own: a URL too long (config/middleware.py), the rate limits
+# (config/ratelimit.py) and a database that stayed locked past its timeout on the embedded default (config/busy.py).
+# Declared once here rather than on each route: (description, response headers).
 EVERY_OPERATION_MAY_ANSWER = {
-    "429": "Too Many Requests: a rate limit was reached (code `rate_limited`); retry after `Retry-After` seconds",
-    "503": "Service Unavailable: the database is busy (code `busy`); retry after `Retry-After` seconds",
+    "414": (
+        "URI Too Long: the URL is longer than the server accepts (code `uri_too_long`, the limit in `details`)",
+        None,
+    ),
+    "429": (
+        "Too Many Requests: a rate limit was reached (code `rate_limited`); retry after `Retry-After` seconds",
+        _RETRY_AFTER,
+    ),
+    "503": (
+        "Service Unavailable: the database is busy (code `busy`); retry after `Retry-After` seconds",
+        _RETRY_AFTER,
+    ),
 }
 
 
@@ -34,10 +45,9 @@ class WaymarkApi(NinjaAPI):
         error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
         for item in schema["paths"].values():
             for operation in item.values():
-                for status, description in EVERY_OPERATION_MAY_ANSWER.items():
-                    operation["responses"].setdefault(
-                        status, {"description": description, "headers": _RETRY_AFTER, "content": error}
-                    )
+                for status, (description, headers) in EVERY_OPERATION_MAY_ANSWER.items():
+                    answer = {"description": description, "content": error}
+                    operation["responses"].setdefault(status, {**answer, "headers": headers} if headers else answer)
         return schema
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from accounts import session_users
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create
 from accounts.token_cache import tokens
@@ -38,6 +39,7 @@ def _no_cached_tokens():
     """Each test starts with an empty token cache (accounts.token_cache): rolled-back rows send no signals."""
     tokens.forget()
     tokens._used.clear()
+    session_users.forget()  # (the sessions' users, cached under the same auth version)
     active_body.recent.clear()  # (the procedures list's stamps, kept per process for a second)
     closed_days.forget()  # (closed days' totals: tests write day rows without a rebuild, and roll them back)
     yield

@@ -135,6 +135,8 @@ else:
 # Sessions read from the cache, written to both (Django's cached_db): a logged-in page reads its session without a
 # database query; a session outlives a cache flush (read back from the database).
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Django's ModelBackend, with the session's user and roles served from a per-process cache (accounts.session_users).
+AUTHENTICATION_BACKENDS = ["accounts.backends.SessionUserBackend"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

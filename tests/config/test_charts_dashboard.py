@@ -202,7 +202,7 @@ def test_the_charts_take_the_same_queries_whatever_the_data(operator, size, djan
 
     with django_assert_num_queries(9):  # tests/config/test_dashboard.py names them (cold: the closed days too)
         response = client.get(DASHBOARD)
-    with django_assert_num_queries(8):  # the closed days kept
+    with django_assert_num_queries(6):  # the closed days and the session's user and roles kept
         again = client.get(DASHBOARD)
 
     assert sum(island(response, "outcome-chart-data")["series"][0]["data"]) == 2 * size

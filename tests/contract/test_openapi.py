@@ -11,6 +11,7 @@ import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
@@ -180,3 +181,16 @@ def test_every_operation_declares_429_and_503_with_retry_after(document):
         != {"$ref": "#/components/schemas/Error"}
     ]
     assert not missing, f"operations that do not declare 429/503 with Retry-After and the Error body: {missing}"
+
+
+def test_every_operation_declares_414_with_the_error_body(document, operator, make_token):
+    missing = [
+        label
+        for label, operation, _ in _operations(document)
+        if operation["responses"].get("414", {}).get("content", {}).get("application/json", {}).get("schema")
+        != {"$ref": "#/components/schemas/Error"}
+    ]
+    assert not missing, f"operations that do not declare 414 with the Error body: {missing}"
+    token = make_token(operator, "procedures:read")
+    answer = Client().get("/api/v1/procedures?intent=" + "x" * 9_000, headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 414 and answer.json()["code"] == "uri_too_long"  # what every operation may answer

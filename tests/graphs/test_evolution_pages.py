@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from accounts import session_users
 from accounts.models import AuditEvent
 from graphs.core.evaluation import Evaluation, TaskOutcome
 from graphs.core.gates import ObjectiveGate
@@ -403,6 +404,7 @@ def test_the_workspace_page_links_to_the_evolution_pages(viewer, lab):
 
 def _queries(user, name, *args) -> int:
     client = logged_in(user)
+    session_users.forget()  # the session's user read afresh each time (accounts.session_users)
     with CaptureQueriesContext(connection) as captured:
         assert client.get(url(name, *args)).status_code == 200
     return len(captured)

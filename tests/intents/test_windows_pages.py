@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from accounts import session_users
 from accounts.services import Actor
 from intents.models import DriftReport, NoveltyAlert, WindowAnalysis
 from intents.windows import drift_compare, window_analyze
@@ -219,6 +220,7 @@ def test_the_review_queue_says_nothing_without_open_alerts(reviewer):
 def _counts(client, pages) -> dict[str, int]:
     counts = {}
     for name, args in pages:
+        session_users.forget()  # the session's user read afresh each time (accounts.session_users)
         with CaptureQueriesContext(connection) as queries:
             assert client.get(url(name, *args)).status_code == 200
         counts[name] = len(queries)

@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from accounts import session_users
 from accounts.services import Actor
 from procedures import version_services
 from procedures.models import Procedure, ReplayArm, ReplayCase, ReplayRun, ReplayStatus
@@ -274,6 +275,8 @@ def test_history_hides_counts_too(fake_kind, proposer, reviewer, second_reviewer
 
 # --- query counts ----------------------------------------------------------------------------------------------------
 def count_queries(client, url) -> int:
+    """The page's queries, the session's user read afresh (accounts.session_users: the same count every time)."""
+    session_users.forget()
     with CaptureQueriesContext(connection) as queries:
         assert client.get(url).status_code == 200
     return len(queries)

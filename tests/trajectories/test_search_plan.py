@@ -84,7 +84,8 @@ def test_the_list_page_keeps_a_fixed_number_of_queries(corpus, viewer, django_as
     with django_assert_num_queries(6):
         response = client.get(url, {"q": "kettle"})
     assert response.status_code == 200 and len(response.context["page"].runs) == 25
-    with django_assert_num_queries(8 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
+    # the session's user and roles are now kept (accounts.session_users): two fewer
+    with django_assert_num_queries(6 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
         response = client.get(url, {"q": "zanzibarite"})
     assert [run.external_id for run in response.context["page"].runs] == ["r01", "r00"]
     assert indexscan() == "on"
