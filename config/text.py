@@ -15,6 +15,7 @@ from ninja.parser import Parser
 
 from .errors import ApiError
 
+NUL_MESSAGE = "must not contain NUL characters"
 SURROGATE_MESSAGE = "must be valid Unicode text (it holds a lone surrogate, which cannot be encoded as UTF-8)"
 
 
@@ -31,6 +32,14 @@ def require_encodable(text: str) -> str:
     if not is_encodable(text):
         raise ValueError(SURROGATE_MESSAGE)
     return text
+
+
+def require_storable(text: str) -> str:
+    """For pydantic validators: text every database, template and response can hold — no NUL (PostgreSQL text
+    cannot hold one), no lone surrogate — or ValueError."""
+    if "\x00" in text:
+        raise ValueError(NUL_MESSAGE)
+    return require_encodable(text)
 
 
 def validate_encodable(text: Any) -> None:

@@ -6,11 +6,13 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
+
+from config.text import require_storable
 
 from .taxonomy import MAX_COMMENT
 
-CandidateId = Annotated[str, StringConstraints(min_length=1, max_length=40)]
+CandidateId = Annotated[str, StringConstraints(min_length=1, max_length=40), AfterValidator(require_storable)]
 
 
 class InputSchema(Schema):
@@ -56,7 +58,7 @@ class IntentJudgmentIn(InputSchema):
     candidate_id: CandidateId
     verdict: Literal["valid", "invalid", "merge"]
     merge_into: CandidateId | None = Field(default=None, description="an intent id of the active taxonomy (merge)")
-    comment: Annotated[str, StringConstraints(max_length=MAX_COMMENT)] = ""
+    comment: Annotated[str, StringConstraints(max_length=MAX_COMMENT), AfterValidator(require_storable)] = ""
 
 
 class IntentJudgmentOut(Schema):

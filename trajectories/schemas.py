@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints
 
-from config.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_encodable
+from config.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_storable
 
 MAX_STEPS_PER_RUN = 2000
 MAX_TASK_CHARS = 20_000
@@ -24,11 +24,7 @@ MAX_COST = 1e12
 MAX_DEPTH = 32
 
 
-def _without_nul(value: str) -> str:
-    """Text every database, template and response can hold: no NUL, no lone surrogate (not encodable as UTF-8)."""
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    return require_encodable(value)
+_without_nul = require_storable  # text every database, template and response can hold
 
 
 def _storable(value: Any) -> Any:

@@ -247,6 +247,10 @@ def test_judgment_refusals_answer_with_the_error_schema_and_write_nothing(
     is_error(api_client.post(f"{BASE}/judgments", {**body, "verdict": "maybe"}, token=write), 422, "invalid")
     is_error(api_client.post(f"{BASE}/judgments", {**body, "surprise": 1}, token=write), 422, "invalid")
     is_error(api_client.post(f"{BASE}/judgments", raw="{not json", token=write), 400)
+    # a NUL (PostgreSQL text cannot hold one) in any text field: a 422, never a 500 (found by the contract fuzzer)
+    for field, value in (("candidate_id", "h\x00"), ("merge_into", "intent\x00x"), ("comment", "fine\x00")):
+        nul = {**body, "verdict": "merge" if field == "merge_into" else "valid", field: value}
+        is_error(api_client.post(f"{BASE}/judgments", nul, token=write), 422, "invalid")
     assert not IntentJudgment.objects.exists()
 
     assert api_client.post(f"{BASE}/judgments", body, token=write).status_code == 201
