@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connections
 from django.db.models import Count, Prefetch
 from django.http import Http404
 
@@ -181,14 +182,37 @@ def run_panel(user, run, *, error: str = "", form: dict[str, Any] | None = None)
     )
 
 
-def scores_for_runs(runs: list) -> dict[int, RubricScoreRow]:
-    """The newest cached score of each run (under whichever version scored it last), in one query; for lists."""
+@dataclass(frozen=True)
+class ListedScore:
+    """A run's newest rubric score as a list of runs shows it."""
+
+    overall: float
+    required_failures: list[str]
+    version_number: int
+
+
+def scores_for_runs(runs: list) -> dict[int, ListedScore]:
+    """The newest cached score of each run (under whichever version scored it last), in one query; for lists. A
+    plain statement on a cursor: through the ORM (a join, an IN list, an order) compiling it cost four times the
+    query on every page of the explorer."""
     ids = [run.pk for run in runs]
     if not ids:
         return {}
-    found: dict[int, RubricScoreRow] = {}
-    for row in RubricScoreRow.objects.filter(run_id__in=ids).select_related("version").order_by("-updated_at", "-id"):
-        found.setdefault(row.run_id, row)
+    rows, versions = RubricScoreRow._meta.db_table, RubricVersion._meta.db_table
+    failures = RubricScoreRow._meta.get_field("required_failures")
+    connection = connections[RubricScoreRow.objects.db]
+    found: dict[int, ListedScore] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.run_id, s.overall, s.required_failures, v.number FROM {rows} s"
+            f" JOIN {versions} v ON v.id = s.version_id WHERE s.run_id IN ({', '.join(['%s'] * len(ids))})"
+            " ORDER BY s.updated_at DESC, s.id DESC",
+            ids,
+        )
+        for run_id, overall, required_failures, number in cursor.fetchall():
+            if run_id not in found:
+                decoded = failures.from_db_value(required_failures, None, connection)
+                found[run_id] = ListedScore(overall=overall, required_failures=decoded, version_number=number)
     return found
 
 

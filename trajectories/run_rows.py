@@ -34,7 +34,7 @@ def _rubric(score: Any) -> str:
     """The newest rubric score (reviews.rubric_selectors.attach_rubric_scores), with a badge for required failures."""
     if not score:
         return DASH
-    cell = f'<span title="rubric v{score.version.number}">{fixed(score.overall, 2)}</span>'
+    cell = f'<span title="rubric v{score.version_number}">{fixed(score.overall, 2)}</span>'
     if score.required_failures:
         failures = escape(", ".join(score.required_failures))
         cell += f' <span class="badge badge-failure" title="required failures: {failures}">fails</span>'

@@ -12,7 +12,8 @@ from django.utils import timezone
 from config.formats import truncate
 from trajectories.run_rows import run_rows
 
-# The template the explorer used before its rows moved to Python: the reference the rows must equal.
+# The template the explorer used before its rows moved to Python: the reference the rows must equal. (It read the
+# ORM row's version.number; the rows read reviews.rubric_selectors.ListedScore's version_number: the cases hold both.)
 REFERENCE = engines["django"].from_string(
     """{% load humanize %}{% for run in runs %}<tr>"""
     """<td><a href="{% url 'trajectories:detail' run.pk %}">#{{ run.pk }}</a><br><small>{{ run.external_id }}</small></td>"""
@@ -70,18 +71,25 @@ CASES = {
     "exactly at the limits": run(task="t" * 120, tools=["x" * 80]),
     "rubric score with required failures": run(
         rubric_score=SimpleNamespace(
-            version=SimpleNamespace(number=3), overall=0.666, required_failures=["cites <evidence>", "polite"]
+            version=SimpleNamespace(number=3),
+            version_number=3,
+            overall=0.666,
+            required_failures=["cites <evidence>", "polite"],
         )
     ),
     "rubric score passing": run(
-        rubric_score=SimpleNamespace(version=SimpleNamespace(number=1), overall=1.0, required_failures=[])
+        rubric_score=SimpleNamespace(
+            version=SimpleNamespace(number=1), version_number=1, overall=1.0, required_failures=[]
+        )
     ),
     "negative score, big id": run(pk=10**12, score=-2.5),
     "halves and tiny numbers round as floatformat does": run(
         cost=0.00125,
         duration_seconds=0.25,
         score=1e-7,
-        rubric_score=SimpleNamespace(version=SimpleNamespace(number=2), overall=0.125, required_failures=[]),
+        rubric_score=SimpleNamespace(
+            version=SimpleNamespace(number=2), version_number=2, overall=0.125, required_failures=[]
+        ),
     ),
 }
 
