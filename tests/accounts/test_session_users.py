@@ -85,3 +85,18 @@ def test_a_new_password_on_a_served_user_gives_the_new_session_hash(viewer):
     before = served.get_session_auth_hash()
     served.set_password("another password entirely")
     assert served.get_session_auth_hash() != before  # what update_session_auth_hash then writes to the session
+
+
+def test_when_the_shared_cache_is_down_pages_read_the_user_every_time(viewer, monkeypatch):
+    def down(*args, **kwargs):
+        raise ConnectionError("redis is down")
+
+    client = logged_in(viewer)
+    monkeypatch.setattr(cache, "get", down)
+    monkeypatch.setattr(cache, "add", down)
+    for _ in range(2):  # nothing is kept: the auth version cannot be read (and the session comes from the database)
+        response, queries = who_queries(client)
+        assert response.status_code == 200 and len(queries) == 2
+    viewer.is_active = False
+    viewer.save()
+    assert client.get(PAGE)["Location"].startswith(LOGIN)
