@@ -39,6 +39,7 @@ def test_a_reviewer_judges_by_keyboard_merges_one_and_sees_the_new_version(page_
     expect(card).to_contain_text("2 intent candidates await judgment")
     card.get_by_role("link", name=re.compile("intent candidates")).click()
     expect(page.get_by_role("heading", name="Intent review queue")).to_be_visible()
+    page.wait_for_load_state("load")  # the heading shows before the queue's scripts have run (their keys with them)
     expect(page.locator("[data-intent-row]")).to_have_count(2)
     expect(page.locator("[data-recent-judgments]")).to_have_count(0)  # rob's verdicts stay hidden
 
