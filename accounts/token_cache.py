@@ -16,18 +16,18 @@ per token at most every WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS, after a response 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Model
 from django.db.models.base import ModelState
 from django.utils import timezone
+
+from config.local_copies import new_generation, shared_generation
 
 from .models import ApiToken, User
 
@@ -66,11 +66,7 @@ class TokenCache:
         if now - self._checked < settings.WAYMARK_TOKEN_CACHE_CHECK_SECONDS and self._version is not None:
             return self._version
         try:
-            version = cache.get(VERSION_KEY)
-            if version is None:
-                version = secrets.token_hex(8)
-                if not cache.add(VERSION_KEY, version, timeout=None):
-                    version = cache.get(VERSION_KEY)
+            version = shared_generation(VERSION_KEY)
         except Exception:
             log.warning("auth version unreadable: token cache bypassed", exc_info=True)
             version = None
@@ -169,7 +165,7 @@ def bump_version(**_kwargs) -> None:
 
 def _bump() -> None:
     try:
-        cache.set(VERSION_KEY, secrets.token_hex(8), timeout=None)
+        new_generation(VERSION_KEY)
     except Exception:
         log.error("auth version not bumped: cached tokens live until they expire", exc_info=True)
     _forget_all()

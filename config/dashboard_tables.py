@@ -9,7 +9,7 @@ Django's autoescaping would.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from html import escape
 from typing import Any
 
@@ -18,26 +18,23 @@ from django.utils.safestring import SafeString, mark_safe
 DASH = "–"
 
 
+def _day_rows(daily: Iterable[Any], cells: Callable[[Any], tuple]) -> SafeString:
+    """One row per day, newest first: the ISO date, then each of `cells(row)` as a number cell."""
+    rows = []
+    for row in reversed(list(daily)):
+        numbers = "".join(f'<td class="num">{cell}</td>' for cell in cells(row))
+        rows.append(f"<tr><td>{row.day.isoformat()}</td>{numbers}</tr>")
+    return mark_safe("".join(rows))
+
+
 def outcome_rows(daily: Iterable[Any]) -> SafeString:
     """Runs per day by outcome, newest first."""
-    return mark_safe(
-        "".join(
-            f'<tr><td>{row.day.isoformat()}</td><td class="num">{row.success}</td><td class="num">{row.failure}</td>'
-            f'<td class="num">{row.unknown}</td><td class="num">{row.runs}</td></tr>'
-            for row in reversed(list(daily))
-        )
-    )
+    return _day_rows(daily, lambda row: (row.success, row.failure, row.unknown, row.runs))
 
 
 def usage_rows(daily: Iterable[Any]) -> SafeString:
     """Runs, tokens and cost per day, newest first."""
-    return mark_safe(
-        "".join(
-            f'<tr><td>{row.day.isoformat()}</td><td class="num">{row.runs}</td><td class="num">{row.tokens}</td>'
-            f'<td class="num">{escape(row.cost_text)}</td></tr>'
-            for row in reversed(list(daily))
-        )
-    )
+    return _day_rows(daily, lambda row: (row.runs, row.tokens, escape(row.cost_text)))
 
 
 def intent_head(rates: Iterable[Any]) -> SafeString:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 
 from django.core.cache import cache
 
+from config.local_copies import Recent
 from graphs.core import Graph, serialize_context, sha256_digest
 
 ACTIVE_TTL = 60
@@ -39,35 +39,7 @@ def _card_key(slug: str, version: str) -> str:
     return f"{_PREFIX}:card:{slug}:{version}"
 
 
-class _RecentCards:
-    """Slug → (card, fetched at): each process reuses a card for at most CARD_LOCAL_SECONDS before asking again."""
-
-    def __init__(self) -> None:
-        self._cards: dict[str, tuple[dict[str, Any], float]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, slug: str) -> dict[str, Any] | None:
-        found = self._cards.get(slug)
-        if found is None or time.monotonic() - found[1] > CARD_LOCAL_SECONDS:
-            return None
-        return found[0]
-
-    def put(self, slug: str, card: dict[str, Any]) -> None:
-        with self._lock:
-            if len(self._cards) >= 1024:
-                self._cards.clear()
-            self._cards[slug] = (card, time.monotonic())
-
-    def forget(self, slug: str) -> None:
-        with self._lock:
-            self._cards.pop(slug, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._cards.clear()
-
-
-recent_cards = _RecentCards()
+recent_cards: Recent[str, dict[str, Any]] = Recent(CARD_LOCAL_SECONDS)  # slug → card
 
 
 def card(slug: str, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:

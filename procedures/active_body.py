@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from ninja.responses import NinjaJSONEncoder
 
+from config.local_copies import Recent
+
 from . import selectors
 from .schemas import ProcedureListOut
 
@@ -70,34 +72,9 @@ bodies = _Bodies()
 class Current:
     stamps: tuple
     etag: str
-    read_at: float  # time.monotonic() when the stamps were read
 
 
-class _RecentStamps:
-    """Intent (None: every intent) → the stamps last read for it, reused for at most STAMPS_LOCAL_SECONDS."""
-
-    def __init__(self) -> None:
-        self._items: dict[str | None, Current] = {}
-        self._lock = threading.Lock()
-
-    def get(self, intent: str | None) -> Current | None:
-        found = self._items.get(intent)
-        if found is None or time.monotonic() - found.read_at > STAMPS_LOCAL_SECONDS:
-            return None
-        return found
-
-    def put(self, intent: str | None, current: Current) -> None:
-        with self._lock:
-            if len(self._items) >= 1024:
-                self._items.clear()
-            self._items[intent] = current
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-recent = _RecentStamps()
+recent: Recent[str | None, Current] = Recent(STAMPS_LOCAL_SECONDS)  # intent (None: every intent) → its stamps
 
 
 def current(intent: str | None) -> Current:
@@ -106,8 +83,8 @@ def current(intent: str | None) -> Current:
     if found is None:
         read_at = time.monotonic()
         stamps = read_stamps(intent)
-        found = Current(stamps=stamps, etag=etag_of(stamps), read_at=read_at)
-        recent.put(intent, found)
+        found = Current(stamps=stamps, etag=etag_of(stamps))
+        recent.put(intent, found, read_at=read_at)
     return found
 
 

@@ -12,15 +12,15 @@ When the shared cache cannot be read nothing is kept: every request reads every 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 from collections.abc import Callable, Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
+
+from config.local_copies import new_generation, shared_generation
 
 log = logging.getLogger("waymark.trajectories")
 GENERATION_KEY = "waymark:trajectories:closed-days"
@@ -38,12 +38,7 @@ def first_open_day(today: date | None = None) -> date:
 def generation() -> str | None:
     """The current generation, created when missing; None when the shared cache cannot be read."""
     try:
-        found = cache.get(GENERATION_KEY)
-        if found is None:
-            found = secrets.token_hex(8)
-            if not cache.add(GENERATION_KEY, found, timeout=None):
-                found = cache.get(GENERATION_KEY)
-        return found
+        return shared_generation(GENERATION_KEY)
     except Exception:
         log.warning("closed-day generation unreadable: every day read from the database", exc_info=True)
         return None
@@ -76,7 +71,7 @@ def bump() -> None:
 
 def _bump() -> None:
     try:
-        cache.set(GENERATION_KEY, secrets.token_hex(8), timeout=None)
+        new_generation(GENERATION_KEY)
     except Exception:
         log.error("closed-day generation not replaced: processes keep their closed days", exc_info=True)
     forget()

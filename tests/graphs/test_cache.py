@@ -47,7 +47,7 @@ def test_a_pointer_move_elsewhere_reaches_this_process_within_the_local_window(m
     promote_graph_revision(first, on_commit=False)  # committed by another process: its callback runs there
     shared.set(cache._version_key(workspace.slug), "moved-elsewhere", None)  # the commit callback of another process
     assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 1  # this process's copy, for at most 1 s
-    monkeypatch.setattr(cache, "CARD_LOCAL_SECONDS", 0.0)
+    monkeypatch.setattr(cache.recent_cards, "max_age", 0.0)  # the local window (CARD_LOCAL_SECONDS) has passed
     assert selectors.workspace_card(workspace.slug)["active"]["seq"] == 0
 
 

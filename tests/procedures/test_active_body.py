@@ -53,6 +53,18 @@ def auth(make_token, viewer):
     return {"Authorization": f"Bearer {make_token(viewer, 'procedures:read')}"}
 
 
+def newer_version(active: ProcedureVersion) -> ProcedureVersion:
+    """A ready version after the active one, with other steps (set-up only)."""
+    return ProcedureVersion.objects.create(
+        procedure=active.procedure,
+        number=active.number + 1,
+        steps=[{"tool": "lookup_policy", "arguments": {}}],
+        candidate_revision="sha256:" + "1" * 64,
+        content_revision="sha256:" + "2" * 64,
+        status="ready",
+    )
+
+
 def ninja_rendering() -> bytes:
     """The list as a ninja operation declaring ProcedureListOut renders it (the reference for the prepared bytes)."""
     api = NinjaAPI(urls_namespace="reference-list")
@@ -105,14 +117,7 @@ def test_this_process_s_own_writes_show_at_once(active, auth, clock, operator, d
         version_services.rubric_floor_set(actor=Actor(user=operator), procedure=active.procedure, floor=0.7)
     after = Client().get(LIST, headers=auth)  # no time passed
     assert after.json()["items"][0]["updated_at"] != first.json()["items"][0]["updated_at"]
-    newer = ProcedureVersion.objects.create(
-        procedure=active.procedure,
-        number=active.number + 1,
-        steps=[{"tool": "lookup_policy", "arguments": {}}],
-        candidate_revision="sha256:" + "1" * 64,
-        content_revision="sha256:" + "2" * 64,
-        status="ready",
-    )
+    newer = newer_version(active)
     promote_procedure_version(newer)  # the activation moves the pointer by queryset update, inside a review
     promoted = Client().get(LIST, headers=auth)
     assert promoted["ETag"] != first["ETag"]
@@ -121,14 +126,7 @@ def test_this_process_s_own_writes_show_at_once(active, auth, clock, operator, d
 
 def test_a_body_read_after_a_promotion_is_not_filed_under_the_stamps_before_it(active):
     before = active_body.read_stamps(None)
-    newer = ProcedureVersion.objects.create(
-        procedure=active.procedure,
-        number=active.number + 1,
-        steps=[{"tool": "lookup_policy", "arguments": {}}],
-        candidate_revision="sha256:" + "1" * 64,
-        content_revision="sha256:" + "2" * 64,
-        status="ready",
-    )
+    newer = newer_version(active)
     promote_procedure_version(newer)
     listing = active_body.active_list(None, before)  # the promotion landed between the stamps and the body
     assert listing.etag == active_body.etag_of(active_body.read_stamps(None)) != active_body.etag_of(before)

@@ -95,7 +95,7 @@ def test_when_the_shared_cache_is_down_every_day_is_read_every_time(monkeypatch)
     def down(*args, **kwargs):
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(closed_days.cache, "get", down)
+    monkeypatch.setattr(cache, "get", down)
     assert queries_of(lambda: production_day_totals(first)) == 2
     assert queries_of(lambda: production_day_totals(first)) == 2
     assert totals(first) == every_day(first)
