@@ -19,13 +19,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Model
 from django.db.models.base import ModelState
-from django.utils import timezone
 
 from config.local_copies import new_generation, shared_generation
 
@@ -54,7 +53,7 @@ class TokenCache:
         self._entries: dict[str, _Entry] = {}
         self._version: str | None = None
         self._checked = float("-inf")
-        self._used: dict[int, datetime] = {}
+        self._used: dict[int, float] = {}  # token id → time.time() of its last call, written as a datetime
         self._flushed = time.monotonic()
 
     # --- the auth version ------------------------------------------------------------------------------------------
@@ -112,7 +111,7 @@ class TokenCache:
     # --- last used -------------------------------------------------------------------------------------------------
     def used(self, token: ApiToken) -> None:
         with self._lock:
-            self._used[token.pk] = timezone.now()
+            self._used[token.pk] = time.time()
 
     def flush_used(self, *, force: bool = False) -> int:
         """Write the last-used times seen since the last flush (one UPDATE per token); the number written."""
@@ -123,7 +122,7 @@ class TokenCache:
             used, self._used, self._flushed = self._used, {}, now
         try:
             for pk, at in used.items():
-                ApiToken.objects.filter(pk=pk).update(last_used_at=at)
+                ApiToken.objects.filter(pk=pk).update(last_used_at=datetime.fromtimestamp(at, UTC))
         except DatabaseError:  # busy or down: keep the times for the next flush
             log.warning("last-used times not written; retried at the next flush", exc_info=True)
             with self._lock:

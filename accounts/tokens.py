@@ -17,7 +17,7 @@ def new_token() -> tuple[str, str, str]:
 
 
 def digest_secret(secret: str) -> str:
-    return hmac.new(settings.WAYMARK_TOKEN_PEPPER.encode(), secret.encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(settings.WAYMARK_TOKEN_PEPPER.encode(), secret.encode(), hashlib.sha256).hex()  # one C call
 
 
 def split_token(plaintext: str) -> tuple[str, str] | None:

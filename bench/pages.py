@@ -245,7 +245,7 @@ user_roles_set(actor=Actor.system(), user=user, roles=[Role.OPERATOR])
 # --- the pages -----------------------------------------------------------------------------------------------------
 def pages(runs: int, steps: int) -> dict[str, str]:
     day = (START + timedelta(days=30)).date().isoformat()
-    return {
+    listed = {
         "login (floor)": "/accounts/login/",
         "dashboard": "/",
         "runs: newest": "/trajectories/",
@@ -264,6 +264,14 @@ def pages(runs: int, steps: int) -> dict[str, str]:
         "runs: text search (common)": "/trajectories/?q=kettle+refund",
         "run page": f"/trajectories/{runs // 2}/",
     }
+    # Totals the daily totals cannot answer (a walk of the newest matching runs) come in a request of their own, which
+    # the list page makes once it is shown: timed as pages of their own.
+    walked = ("tool", "score_min", "cost_min", "steps_min", "duration_min", "q")
+    for name, url in list(listed.items()):
+        query = urllib.parse.urlsplit(url).query
+        if url.startswith("/trajectories/?") and any(key in walked for key in urllib.parse.parse_qs(query)):
+            listed[f"{name} · its totals"] = f"/trajectories/totals?{query}"
+    return listed
 
 
 def _query_counts(env: dict[str, str], urls: dict[str, str]) -> dict[str, int]:

@@ -15,12 +15,14 @@ So that an agent's per-step call makes no shared-cache round trip, each process 
 (`Counter`, one per scope and subject):
 
 - Token calls are counted in the process and added to the shared count in one `incr` (a *flush*) on a subject's
-  first call in a window, once WAYMARK_API_RATE_BATCH calls are unflushed, once the last flush is older than
-  WAYMARK_API_RATE_FLUSH_SECONDS, and on every call once the count is within a batch of the limit. A call is refused
-  when the shared count last read plus the process's unflushed calls pass the limit. Precision: one process alone is
-  exact; with several, each process may accept the calls it has not flushed yet on a shared count that other
-  processes have moved since it read it, so a token can exceed its limit by fewer than WAYMARK_API_RATE_BATCH calls
-  per web process (at most P × (BATCH − 1) with P processes), never more.
+  first call in a window, once a batch of calls is unflushed, once the last flush is older than
+  WAYMARK_API_RATE_FLUSH_SECONDS, and on every call once the count is within a batch of the limit. The batch is
+  WAYMARK_API_RATE_BATCH calls or a hundredth of the limit, whichever is larger (20 for the default 1,200 a minute;
+  a limit raised a thousandfold flushes on time alone rather than every 20 calls). A call is refused when the shared
+  count last read plus the process's unflushed calls pass the limit. Precision: one process alone is exact; with
+  several, each process may accept the calls it has not flushed yet on a shared count that other processes have
+  moved since it read it, so a token can exceed its limit by fewer than a batch per web process (at most
+  P × (batch − 1) with P processes), never more.
 - Failed authentications are written to the shared count at once (batch of one), every one of them. Whether an IP
   has reached its limit is read from the shared cache at most once per WAYMARK_API_RATE_CHECK_SECONDS per process
   and is known at once in the process that counted the failure: an IP blocked through another process is refused
@@ -42,6 +44,7 @@ from django.core.cache.backends.redis import RedisCache
 from .errors import ApiError
 
 MAX_COUNTERS = 10_000  # subjects kept per process; past it, counters of ended windows are dropped
+BATCH_SHARE_OF_LIMIT = 100  # a token's batch is at least a hundredth of its limit (token_batch)
 
 
 class RateLimited(ApiError):
@@ -183,14 +186,16 @@ def reached(scope: str, subject: str, *, limit: int, window: int) -> int | None:
 # --- the API's two limits ----------------------------------------------------------------------------------------
 
 
+def token_batch(limit: int) -> int:
+    """The calls a process counts for a token before flushing: WAYMARK_API_RATE_BATCH, or 1% of a larger limit."""
+    return max(settings.WAYMARK_API_RATE_BATCH, limit // BATCH_SHARE_OF_LIMIT)
+
+
 def check_token(token_id: int) -> None:
     """Count one authenticated call; RateLimited past the token's limit."""
+    limit = settings.WAYMARK_API_RATE_PER_TOKEN
     retry_after = hit(
-        "token",
-        str(token_id),
-        limit=settings.WAYMARK_API_RATE_PER_TOKEN,
-        window=settings.WAYMARK_API_RATE_WINDOW_SECONDS,
-        batch=settings.WAYMARK_API_RATE_BATCH,
+        "token", str(token_id), limit=limit, window=settings.WAYMARK_API_RATE_WINDOW_SECONDS, batch=token_batch(limit)
     )
     if retry_after is not None:
         raise RateLimited("too many requests for this token; retry after the window ends", retry_after)

@@ -5,6 +5,7 @@ from . import views
 app_name = "trajectories"
 urlpatterns = [
     path("", views.list_view, name="list"),
+    path("totals", views.totals_view, name="totals"),
     path("export.jsonl", views.export_view, name="export"),
     path("compare", views.compare_view, name="compare"),
     path("<int:pk>/", views.detail_view, name="detail"),

@@ -10,6 +10,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.http import urlencode
 
 from config.cursors import InvalidCursor
@@ -102,12 +103,17 @@ def list_view(request: HttpRequest) -> HttpResponse:
     values = form.cleaned_data if form.is_bound else {}
     sort = values.get("sort") or "newest"
     cursor = values.get("cursor") or None
+    # Totals the daily totals answer come with the page; a walk of the matching runs is left to its own request, which
+    # the page asks for once it is shown (totals_view), so the rows never wait for it.
+    with_totals = selectors.totals_are_kept(filters)
     try:
-        page, totals = selectors.run_results(filters=filters, cursor=cursor, limit=PAGE_SIZE, sort=sort)
+        page, totals = selectors.run_results(
+            filters=filters, cursor=cursor, limit=PAGE_SIZE, sort=sort, totals=with_totals
+        )
     except InvalidCursor:
         notice = " ".join(filter(None, [notice, "That page link is no longer valid; showing the first page."]))
         cursor = None
-        page, totals = selectors.run_results(filters=filters, limit=PAGE_SIZE, sort=sort)
+        page, totals = selectors.run_results(filters=filters, limit=PAGE_SIZE, sort=sort, totals=with_totals)
     rubric_selectors.attach_rubric_scores(page.runs)
     rows_html = run_rows(page.runs)
     active = _active(request, form)
@@ -122,9 +128,26 @@ def list_view(request: HttpRequest) -> HttpResponse:
         "first_query": urlencode(active),
         "next_query": urlencode({**active, "cursor": page.next_cursor}) if page.next_cursor else "",
         "export_query": urlencode(active),
+        "totals_url": reverse("trajectories:totals") + (f"?{urlencode(active)}" if active else ""),
     }
     template = "trajectories/list.html#results" if request.htmx else "trajectories/list.html"
     return render(request, template, context)
+
+
+@login_required
+def totals_view(request: HttpRequest) -> HttpResponse:
+    """The explorer's totals line for the filters in the query (the fragment a list page asks for when its totals
+    need a walk of the matching runs)."""
+    form, _ = _read_form(request)
+    filters = _filters(form)
+    active = _active(request, form)
+    context = {
+        "totals": selectors.searched_totals(filters=filters),
+        "kind": filters.kind,
+        "first_query": urlencode(active),
+        "export_query": urlencode(active),
+    }
+    return render(request, "trajectories/list.html#totals", context)
 
 
 def _jsonl(items: Iterator[dict[str, Any]]) -> Iterator[str]:

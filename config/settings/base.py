@@ -215,9 +215,10 @@ WAYMARK_TRUSTED_PROXY_COUNT = env_int("WAYMARK_TRUSTED_PROXY_COUNT", 0)
 WAYMARK_API_RATE_PER_TOKEN = env_int("WAYMARK_API_RATE_PER_TOKEN", 1200)
 WAYMARK_API_AUTH_FAILURES_PER_IP = env_int("WAYMARK_API_AUTH_FAILURES_PER_IP", 30)
 WAYMARK_API_RATE_WINDOW_SECONDS = env_int("WAYMARK_API_RATE_WINDOW_SECONDS", 60)
-# Each process counts a token's calls in memory and adds them to the shared count in batches of at most this many,
-# and at least every FLUSH seconds; an IP's failed-authentication block is re-read at least every CHECK seconds.
-# A token can exceed its limit by fewer than BATCH calls per other web process (config/ratelimit.py).
+# Each process counts a token's calls in memory and adds them to the shared count in batches of at most this many
+# (or a hundredth of a larger limit), and at least every FLUSH seconds; an IP's failed-authentication block is re-read
+# at least every CHECK seconds. A token can exceed its limit by less than a batch per other web process
+# (config/ratelimit.py).
 WAYMARK_API_RATE_BATCH = env_int("WAYMARK_API_RATE_BATCH", 20)
 WAYMARK_API_RATE_FLUSH_SECONDS = 0.5
 WAYMARK_API_RATE_CHECK_SECONDS = 1.0

@@ -7,6 +7,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
+from accounts.models import ApiToken
 from config import ratelimit
 
 URL = "/api/v1/graphs"
@@ -216,3 +217,23 @@ def test_a_failed_attempt_is_known_at_once_in_its_process(limits, clock, process
     processes(1)
     assert call("wm_wrong").status_code == 401  # stale in process 1: one attempt more, counted and read back
     assert call("wm_wrong").status_code == 429
+
+
+def test_a_token_batch_is_the_setting_or_a_hundredth_of_a_larger_limit(batches):
+    assert ratelimit.token_batch(300) == 5  # the setting (5 here): larger than 3
+    assert ratelimit.token_batch(1200) == 12
+    assert ratelimit.token_batch(100_000) == 1000
+    batches.WAYMARK_API_RATE_BATCH = 20
+    assert ratelimit.token_batch(1200) == 20
+
+
+def test_a_high_token_limit_is_flushed_by_time_not_every_batch(batches, clock, settings, make_token, operator):
+    settings.WAYMARK_API_RATE_PER_TOKEN = 1_000_000  # a batch of 10,000 calls
+    make_token(operator, "graphs:read")
+    pk = ApiToken.objects.get().pk
+    for _ in range(50):
+        ratelimit.check_token(pk)
+    assert shared_count("token", str(pk)) == 1  # the first call read the shared count; 49 wait for the interval
+    batches.WAYMARK_API_RATE_FLUSH_SECONDS = 0
+    ratelimit.check_token(pk)
+    assert shared_count("token", str(pk)) == 51

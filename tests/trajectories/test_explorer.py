@@ -22,6 +22,7 @@ from .factories import ingest, run_item, step_item
 pytestmark = pytest.mark.django_db
 LIST = reverse("trajectories:list")
 EXPORT = reverse("trajectories:export")
+TOTALS = reverse("trajectories:totals")
 
 
 def shown(client, query: str) -> list[str]:
@@ -216,20 +217,39 @@ def test_evaluation_runs_are_left_out_of_the_list_and_its_counts_unless_asked(vi
 
 
 def test_totals_count_the_matching_runs_success_rate_tokens_and_cost(viewer, fleet):
-    response = logged_in(viewer).get(f"{LIST}?steps_max=2")
+    client = logged_in(viewer)
+    page = client.get(f"{LIST}?steps_max=2")
+    assert page.context["totals"] is None  # a walk of the matching runs: asked for once the page is shown
+    assert f'hx-get="{TOTALS}?steps_max=2" hx-trigger="load"' in page.content.decode()
+    response = client.get(f"{TOTALS}?steps_max=2")
     totals = response.context["totals"]
     assert (totals.runs, totals.successes) == (3, 2)  # alpha, bravo, delta
     assert totals.success_rate == pytest.approx(2 / 3)
     assert totals.tokens == 4 * 17
     assert totals.cost == pytest.approx(1.0 + 2.0 + 0.01)
     content = response.content.decode()
+    assert content.startswith('\n<p class="explorer-totals" id="totals">')  # the fragment alone, no layout
     assert "3</strong> matching production runs" in content and "67%" in content
 
 
+def test_totals_the_daily_totals_answer_come_with_the_page(viewer, fleet):
+    response = logged_in(viewer).get(f"{LIST}?outcome=success")
+    assert response.context["totals"].runs == 2
+    assert f'hx-get="{TOTALS}' not in response.content.decode()
+
+
 def test_totals_of_nothing_say_so(viewer, fleet):
-    response = logged_in(viewer).get(f"{LIST}?q=nothing-like-this")
+    client = logged_in(viewer)
+    assert "No runs match these filters." in client.get(f"{LIST}?q=nothing-like-this").content.decode()
+    response = client.get(f"{TOTALS}?q=nothing-like-this")
     assert response.context["totals"].runs == 0 and response.context["totals"].success_rate is None
-    assert "No runs match these filters." in response.content.decode()
+    assert "<strong>0</strong> matching production runs" in response.content.decode()
+
+
+def test_the_totals_need_a_login_and_ignore_bad_filters(client, viewer, fleet):
+    assert client.get(f"{TOTALS}?steps_max=2").status_code == 302
+    response = logged_in(viewer).get(f"{TOTALS}?steps_max=-1&outcome=success")
+    assert response.status_code == 200 and response.context["totals"].runs == 2  # as the list: the bad one ignored
 
 
 # --- sorting and keyset pages --------------------------------------------------------------------------------------
@@ -422,8 +442,10 @@ def test_the_export_carries_the_filters_and_leaves_evaluation_runs_out_by_defaul
     client = logged_in(viewer)
     assert [line["external_id"] for line in export_lines(client)] == ["alpha", "bravo", "charlie", "delta"]
     assert [line["external_id"] for line in export_lines(client, "q=zanzibarite")] == ["alpha"]
-    page = client.get(f"{LIST}?q=zanzibarite&outcome=success").content.decode()
-    assert f'href="{EXPORT}?q=zanzibarite&amp;outcome=success"' in page
+    totals = client.get(f"{TOTALS}?q=zanzibarite&outcome=success").content.decode()
+    assert f'href="{EXPORT}?q=zanzibarite&amp;outcome=success"' in totals
+    page = client.get(f"{LIST}?outcome=success").content.decode()  # totals with the page
+    assert f'href="{EXPORT}?outcome=success"' in page
 
 
 def test_the_export_needs_a_login_and_refuses_bad_filters(client, viewer, fleet):
@@ -460,11 +482,17 @@ def test_the_export_reads_runs_in_chunks_with_a_fixed_number_of_queries_each(
 def test_the_list_costs_a_fixed_number_of_queries(viewer, django_assert_num_queries, size, query):
     ingest(*[run_item(steps=[step_item(), step_item("notify")]) for _ in range(size)])
     client = logged_in(viewer)
-    expected = 5  # user, groups (nav), runs, totals, rubric scores (the session is read from the cache)
+    walked = query != ""  # totals the daily totals cannot answer come in a request of their own
+    expected = 4 if walked else 5  # user, groups (nav), runs, [totals,] rubric scores (the session from the cache)
+    searched = 0
     if query.startswith("q=") and connection.vendor == "postgresql":
         # the probe; these small tables read the GIN index first: the setting and its restoring in a transaction
         # (BEGIN and COMMIT, here SAVEPOINT and RELEASE) — tests/trajectories/test_search_plan.py
-        expected += 1 + 4
-    with django_assert_num_queries(expected):
+        searched = 1 + 4
+    with django_assert_num_queries(expected + searched):
         response = client.get(f"{LIST}?{query}")
-    assert response.status_code == 200 and response.context["totals"].runs == size
+    assert response.status_code == 200
+    if walked:
+        with django_assert_num_queries(1 + searched):  # the walk (the user and roles are kept since the page)
+            response = client.get(f"{TOTALS}?{query}")
+    assert response.context["totals"].runs == size

@@ -183,7 +183,7 @@ def test_other_filters_walk_at_most_the_newest_matching_runs(monkeypatch):
 def test_the_explorer_says_when_its_totals_cover_only_the_newest_runs(operator, monkeypatch):
     monkeypatch.setattr(selectors, "TOTALS_CAP", 2)
     ingest(*[run_item(steps=[step_item("special_tool")]) for _ in range(3)])
-    html = logged_in(operator).get("/trajectories/?tool=special_tool").content.decode()
+    html = logged_in(operator).get("/trajectories/totals?tool=special_tool").content.decode()
     assert "More than 2" in html and "the newest 2" in html
     html = logged_in(operator).get("/trajectories/").content.decode()
     assert "More than" not in html and "<strong>3</strong> matching production runs" in html

@@ -79,13 +79,17 @@ def test_the_setting_is_put_back_when_the_block_fails(corpus):
 def test_the_list_page_keeps_a_fixed_number_of_queries(corpus, viewer, django_assert_num_queries):
     client = logged_in(viewer)
     url = reverse("trajectories:list")
-    # user, groups (nav), runs, totals, rubric scores (the session from the cache); a search adds the probe, and a
-    # rare one the setting and its restoring
-    with django_assert_num_queries(6):
+    # user, groups (nav), runs, rubric scores (the session from the cache; a search's totals come in their own
+    # request); a search adds the probe, and a rare one the setting and its restoring
+    with django_assert_num_queries(5):
         response = client.get(url, {"q": "kettle"})
     assert response.status_code == 200 and len(response.context["page"].runs) == 25
     # the session's user and roles are now kept (accounts.session_users): two fewer
-    with django_assert_num_queries(6 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
+    with django_assert_num_queries(5 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
         response = client.get(url, {"q": "zanzibarite"})
     assert [run.external_id for run in response.context["page"].runs] == ["r01", "r00"]
     assert indexscan() == "on"
+    # the totals on their own, under the same plan: the probe, the setting, the walk, its restoring
+    with django_assert_num_queries(4 + 2):
+        response = client.get(reverse("trajectories:totals"), {"q": "zanzibarite"})
+    assert response.context["totals"].runs == 2 and indexscan() == "on"
