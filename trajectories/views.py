@@ -18,6 +18,7 @@ from reviews import rubric_selectors
 
 from . import selectors
 from .core.align import align_tools
+from .filter_form import filter_form_html
 from .forms import RunFilterForm
 from .models import EVALUATION_SOURCE
 from .run_rows import run_rows
@@ -119,6 +120,7 @@ def list_view(request: HttpRequest) -> HttpResponse:
     active = _active(request, form)
     context = {
         "form": form,
+        "filter_form": filter_form_html(form, reverse("trajectories:list")),
         "page": page,
         "rows_html": rows_html,
         "totals": totals,
