@@ -16,7 +16,7 @@ from django.utils.http import urlencode
 from config.cursors import InvalidCursor
 from reviews import rubric_selectors
 
-from . import selectors
+from . import run_markup, selectors
 from .core.align import align_tools
 from .filter_form import filter_form_html
 from .forms import RunFilterForm
@@ -174,13 +174,17 @@ def export_view(request: HttpRequest) -> HttpResponse:
 def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = selectors.run_with_steps(pk)
     steps = list(run.steps.all())
+    waterfall = selectors.run_waterfall(run, steps)
+    rubric_panel = rubric_selectors.run_panel(request.user, run)
     context = {
         "run": run,
         "steps": steps,
-        "waterfall": selectors.run_waterfall(run, steps),
+        "waterfall": waterfall,
+        "waterfall_svg": run_markup.waterfall_svg(waterfall, run.pk) if waterfall.timed else "",
+        "step_timeline": run_markup.step_timeline(steps, rubric_panel.evidence_steps, reverse("trajectories:list")),
         "is_evaluation": run.source == EVALUATION_SOURCE,
         "metadata_json": json.dumps(run.metadata, indent=2, ensure_ascii=False, sort_keys=True) if run.metadata else "",
-        "rubric_panel": rubric_selectors.run_panel(request.user, run),
+        "rubric_panel": rubric_panel,
     }
     return render(request, "trajectories/detail.html", context)
 
