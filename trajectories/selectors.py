@@ -810,16 +810,24 @@ def production_day_totals(first_day: date, *, today: date | None = None) -> list
 
 
 def _day_totals(first_day: date, before: date | None) -> list[DayTotal]:
-    days = RunDay.objects.production().filter(day__gte=first_day)
+    """Production day rows summed over sources, from `first_day` up to `before` (one plain GROUP BY: through the ORM
+    compiling it took twice as long as running it, on every dashboard)."""
+    bounds, params = "day >= %s", [EVALUATION_SOURCE, first_day]
     if before is not None:
-        days = days.filter(day__lt=before)
-    grouped = (
-        days.values("day", "intent", "outcome")
-        .annotate(run_sum=Sum("runs"), token_sum=Sum("tokens"), cost_sum=Sum("cost"))
-        .values_list("day", "intent", "outcome", "run_sum", "token_sum", "cost_sum")
-        .order_by()
+        bounds += " AND day < %s"
+        params.append(before)
+    sql = (
+        f"SELECT day, intent, outcome, SUM(runs), SUM(tokens), SUM(cost) FROM {RunDay._meta.db_table} "
+        f"WHERE source <> %s AND {bounds} GROUP BY day, intent, outcome"
     )
-    return [DayTotal(*row) for row in grouped]
+    with connections[RunDay.objects.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    # SUM of bigint is numeric on PostgreSQL: int() it
+    return [
+        DayTotal(day, intent, outcome, int(runs), int(tokens), cost)
+        for day, intent, outcome, runs, tokens, cost in rows
+    ]
 
 
 def recent_production_runs(limit: int) -> list[Run]:
