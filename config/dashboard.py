@@ -206,6 +206,8 @@ def dashboard_context(viewer=None) -> dict:
     daily = daily_rows(days, totals)
     intents = intent_rates(days, totals)
     table = intent_table(days, intents)
+    recent_runs = recent_production_runs(RECENT_RUNS)
+    events = _recent_events(viewer)
     return {
         "counts": _counts(counts),
         "evaluation_runs": Stat(
@@ -213,8 +215,10 @@ def dashboard_context(viewer=None) -> dict:
             counts.evaluation_runs,
             _url("trajectories:list", query="kind=evaluation"),
         ),
-        "recent_runs": recent_production_runs(RECENT_RUNS),
-        "recent_events": _recent_events(viewer),
+        "recent_runs": recent_runs,
+        "recent_runs_rows": dashboard_tables.recent_runs_rows(recent_runs),
+        "recent_events": events,
+        "activity_items": dashboard_tables.activity_items(events),
         "window_days": len(days),
         "daily": daily,
         "has_runs_in_window": any(row.runs for row in daily),

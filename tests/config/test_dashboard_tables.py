@@ -3,6 +3,7 @@
 gave, escaped the same way, for hostile intent names, empty days, one run and many."""
 
 import datetime as dt
+import re
 
 import pytest
 from django.template import engines
@@ -66,3 +67,49 @@ def test_tables_escape_the_intent_names():
     rates = intent_rates(DAYS, totals)
     html = dashboard_tables.intent_head(rates)
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+# --- the recent runs and the recent activity ---------------------------------------------------------------------
+RECENT_REFERENCE = engines["django"].from_string(
+    """{% load humanize %}{% for run in recent_runs %}<tr>
+            <td><a href="{% url 'trajectories:detail' run.pk %}">{{ run.source }}/{{ run.external_id|truncatechars:24 }}</a></td>
+            <td class="wrap">{{ run.task|truncatechars:80|default:"—" }}</td>
+            <td><span class="badge badge-{{ run.outcome }}">{{ run.get_outcome_display }}</span></td>
+            <td class="num">{{ run.step_count }}</td>
+            <td><time datetime="{{ run.created_at|date:'c' }}" title="{{ run.created_at }}">{{ run.created_at|naturaltime }}</time></td>
+          </tr>{% endfor %}|{% for e in recent_events %}<li>
+        <div><strong>{% if e.sealed %}a reviewer{% else %}{{ e.actor_label }}{% endif %}</strong> <code>{{ e.verb }}</code>
+          {% if e.target_url %}<a href="{{ e.target_url }}">{{ e.target_label|default:e.target_id }}</a>{% else %}{{ e.target_label|default:e.target_id }}{% endif %}
+        </div>
+        <time class="muted" datetime="{{ e.created_at|date:'c' }}" title="{{ e.created_at }}">{{ e.created_at|naturaltime }}</time>
+      </li>{% endfor %}"""
+)
+
+
+def squeezed(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\s*<", "<", str(html))).strip()  # whitespace between tags, ignored
+
+
+def test_the_recent_runs_and_activity_match_the_template(settings):
+    from types import SimpleNamespace
+
+    from trajectories.models import Run
+
+    now = dt.datetime.now(dt.UTC)
+    runs = [
+        Run(pk=41, source=HOSTILE, external_id="x" * 30, task=HOSTILE * 5, outcome="failure", step_count=3,
+            created_at=now - dt.timedelta(minutes=3)),
+        Run(pk=42, source="a", external_id="b", task="", outcome="success", step_count=0,
+            created_at=now - dt.timedelta(days=3)),
+    ]  # fmt: skip
+    events = [
+        SimpleNamespace(sealed=False, actor_label=HOSTILE, verb="run.ingest", target_url="/trajectories/41/",
+                        target_label="", target_id="41", created_at=now - dt.timedelta(seconds=5)),
+        SimpleNamespace(sealed=True, actor_label="rita", verb="review.judge", target_url="",
+                        target_label=HOSTILE, target_id="7", created_at=now - dt.timedelta(hours=2)),
+    ]  # fmt: skip
+    expected = RECENT_REFERENCE.render({"recent_runs": runs, "recent_events": events})
+    built_runs = dashboard_tables.recent_runs_rows(runs)
+    built_events = dashboard_tables.activity_items(events)
+    assert squeezed(f"{built_runs}|{built_events}") == squeezed(expected)
+    assert "<script>" not in built_runs + built_events and "a reviewer" in built_events and "rita" not in built_events
