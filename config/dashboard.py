@@ -28,7 +28,8 @@ from . import charts, dashboard_tables
 from .formats import fixed
 
 RECENT_RUNS = 5
-OUTCOMES = frozenset(Outcome.values)
+OUTCOME_POSITION = {"success": 0, "failure": 1, "unknown": 2}  # DayRow's outcome fields, in order
+assert set(OUTCOME_POSITION) == set(Outcome.values)
 RECENT_EVENTS = 10
 TOP_INTENTS = 5
 
@@ -93,18 +94,21 @@ class DayRow:
 
 
 def daily_rows(days: list[dt.date], totals: list[DayTotal]) -> list[DayRow]:
-    """Runs by outcome, tokens and cost per day of `days` (received at, local days)."""
-    rows = {day: DayRow(day) for day in days}
+    """Runs by outcome, tokens and cost per day of `days` (received at, local days). One pass over the totals into
+    plain lists (a window holds thousands of (day, intent, outcome) rows)."""
+    sums = {day: [0, 0, 0, 0, 0.0] for day in days}  # success, failure, unknown, tokens, cost
     for total in totals:
-        row = rows.get(total.day)
-        if row is None or total.outcome not in OUTCOMES:
+        found = sums.get(total.day)
+        position = OUTCOME_POSITION.get(total.outcome)
+        if found is None or position is None:
             continue
-        setattr(row, total.outcome, getattr(row, total.outcome) + total.runs)
-        row.tokens += total.tokens
-        row.cost += total.cost
-    for row in rows.values():
-        row.cost = round(row.cost, 4)
-    return list(rows.values())
+        found[position] += total.runs
+        found[3] += total.tokens
+        found[4] += total.cost
+    return [
+        DayRow(day, success, failure, unknown, tokens, round(cost, 4))
+        for day, (success, failure, unknown, tokens, cost) in sums.items()
+    ]
 
 
 def outcome_chart(rows: list[DayRow]) -> dict:
@@ -163,22 +167,20 @@ def intent_rates(days: list[dt.date], totals: list[DayTotal], *, top: int = TOP_
     """The `top` intents by production runs in the window (ties by name), each with its daily success counts."""
     index = {day: position for position, day in enumerate(days)}
     runs: dict[str, int] = {}
+    daily: dict[str, tuple[list[int], list[int]]] = {}  # intent -> (successes per day, runs per day)
     for total in totals:
-        if total.intent and total.day in index:
-            runs[total.intent] = runs.get(total.intent, 0) + total.runs
-    leaders = sorted(runs, key=lambda intent: (-runs[intent], intent))[:top]
-    result = {
-        intent: IntentRates(intent, runs[intent], success=[0] * len(days), total=[0] * len(days)) for intent in leaders
-    }
-    for total in totals:
-        item = result.get(total.intent)
         position = index.get(total.day)
-        if item is None or position is None:
+        if not total.intent or position is None:
             continue
-        item.total[position] += total.runs
+        runs[total.intent] = runs.get(total.intent, 0) + total.runs
+        found = daily.get(total.intent)
+        if found is None:
+            found = daily[total.intent] = ([0] * len(days), [0] * len(days))
+        found[1][position] += total.runs
         if total.outcome == Outcome.SUCCESS:
-            item.success[position] += total.runs
-    return list(result.values())
+            found[0][position] += total.runs
+    leaders = sorted(runs, key=lambda intent: (-runs[intent], intent))[:top]
+    return [IntentRates(intent, runs[intent], success=daily[intent][0], total=daily[intent][1]) for intent in leaders]
 
 
 def intent_chart(days: list[dt.date], rows: list[IntentRates]) -> dict:

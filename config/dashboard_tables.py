@@ -21,7 +21,11 @@ from django.utils import timezone
 from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
 
+from trajectories.choices import Outcome
+
 from .formats import truncate
+
+OUTCOME_LABELS = dict(Outcome.choices)
 
 DASH = "–"
 
@@ -81,6 +85,10 @@ def _time(moment, *, muted: bool = False) -> str:
     )
 
 
+def _outcome_label(outcome: str) -> str:
+    return OUTCOME_LABELS.get(outcome, outcome)
+
+
 def recent_runs_rows(runs: Iterable[Any]) -> SafeString:
     """The recent runs' table rows: source/id linked to the run, the task, the outcome, steps, when received."""
     detail_prefix = reverse("trajectories:detail", args=[0]).removesuffix("0/")
@@ -90,7 +98,7 @@ def recent_runs_rows(runs: Iterable[Any]) -> SafeString:
             f'<td><a href="{detail_prefix}{run.pk}/">'
             f"{escape(run.source)}/{escape(truncate(run.external_id, 24))}</a></td>"
             f'<td class="wrap">{escape(truncate(run.task, 80) or "—")}</td>'
-            f'<td><span class="badge badge-{escape(run.outcome)}">{escape(run.get_outcome_display())}</span></td>'
+            f'<td><span class="badge badge-{escape(run.outcome)}">{escape(_outcome_label(run.outcome))}</span></td>'
             f'<td class="num">{run.step_count}</td>'
             f"<td>{_time(run.created_at)}</td>"
             "</tr>"

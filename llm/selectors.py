@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db import connections
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Left
 
@@ -135,5 +136,8 @@ def calls_for_subject_prefix(subject_type: str, prefix: str) -> QuerySet[ModelCa
 
 
 def model_call_count() -> int:
-    """How many model calls the ledger holds (the dashboard's count)."""
-    return ModelCall.objects.count()
+    """How many model calls the ledger holds (the dashboard's count; a plain statement: the ORM's compiling cost
+    as much as the count)."""
+    with connections[ModelCall.objects.db].cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {ModelCall._meta.db_table}")
+        return cursor.fetchone()[0]

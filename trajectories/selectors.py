@@ -830,10 +830,9 @@ def _day_totals(first_day: date, before: date | None) -> list[DayTotal]:
     ]
 
 
-def recent_production_runs(limit: int) -> list[Run]:
-    """The newest production runs, with the fields a summary line shows."""
-    fields = ("id", "source", "external_id", "task", "intent", "outcome", "score", "step_count", "created_at")
-    return list(Run.objects.production().only(*fields).order_by("-id")[:limit])
+def recent_production_runs(limit: int) -> list[ListedRun]:
+    """The newest production runs, as lists show them."""
+    return _listed(Run.objects.production().order_by("-id"), limit)
 
 
 def run_ids_by_identity(identities: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
