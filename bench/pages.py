@@ -6,7 +6,8 @@ login page's on the same server.
 The database `waymark_pages` on the PostgreSQL server is migrated and filled with PostgreSQL `COPY` (several minutes
 at full scale), then kept: a later run at the same scale reuses it (`--fresh` rebuilds it). Each page is fetched once
 in-process through Django's test client to count its queries, then timed over HTTP against gunicorn as the Procfile
-runs it (logged in as an operator), `--requests` times each, sequentially. The ratio is each page's time to the login
+runs it (logged in as an operator), `--requests` rounds of one request to each page in turn (so that every page meets
+the shared machine's slow and quiet moments alike). The ratio is each page's time to the login
 page's (GET /accounts/login/, a form rendered with no query of ours), after WARM_REQUESTS untimed requests per page
 (enough that each of gunicorn's two workers has most likely served it), at the median and the 95th percentile; the aim
 is ≤ 3× at the 95th percentile. The floor nothing can beat is the login page itself (ratio 1).
@@ -314,17 +315,24 @@ def _opener(base: str) -> urllib.request.OpenerDirector:
     return opener
 
 
-def _time(opener, anonymous, base: str, path: str, requests: int) -> list[float]:
-    client = anonymous if path.startswith("/accounts/login") else opener
-    url = base + path
-    for _ in range(WARM_REQUESTS):  # warm every worker process (first-hit costs: templates, kept closed days, SQL)
-        client.open(url).read()
-    times = []
+def _time(opener, anonymous, base: str, urls: dict[str, str], requests: int) -> dict[str, list[float]]:
+    """Each page's times over `requests` rounds, every round one request to each page in turn: the pages share the
+    machine's slow and quiet moments alike (on a shared machine a page timed in one block could land in a slow
+    minute that its baseline missed)."""
+
+    def client_for(path: str):
+        return anonymous if path.startswith("/accounts/login") else opener
+
+    for path in urls.values():
+        for _ in range(WARM_REQUESTS):  # warm every worker process (first-hit costs: templates, kept days, SQL)
+            client_for(path).open(base + path).read()
+    times: dict[str, list[float]] = {name: [] for name in urls}
     for _ in range(requests):
-        began = time.perf_counter()
-        with client.open(url) as response:
-            response.read()
-        times.append(time.perf_counter() - began)
+        for name, path in urls.items():
+            began = time.perf_counter()
+            with client_for(path).open(base + path) as response:
+                response.read()
+            times[name].append(time.perf_counter() - began)
     return times
 
 
@@ -372,7 +380,7 @@ def main() -> None:
             except OSError:
                 time.sleep(0.1)
         opener, anonymous = _opener(base), urllib.request.build_opener()
-        timings = {name: _time(opener, anonymous, base, path, options.requests) for name, path in urls.items()}
+        timings = _time(opener, anonymous, base, urls, options.requests)
     finally:
         server.terminate()
         server.wait(timeout=60)

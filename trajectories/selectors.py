@@ -8,15 +8,14 @@ import binascii
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as time_of_day
 from types import MappingProxyType
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.db import DatabaseError, connections, transaction
+from django.db import connections
 from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncDate
@@ -52,6 +51,12 @@ SORTS: dict[str, tuple[str, bool]] = {
 NULLABLE_SORT_KEYS = ("score", "duration_seconds")
 # Unqualified: the column resolves to the runs of whichever query holds the condition (a subquery's alias too).
 SEARCH_VECTOR_SQL = """"search_vector" @@ websearch_to_tsquery('simple'::regconfig, %s)"""
+# The same matches as an array of ids computed once (an InitPlan: a bitmap scan of the GIN index, whose cost follows
+# the matches), which the page or the totals walk then reads by id: for a rare word.
+SEARCH_FIRST_SQL = (
+    f'"{Run._meta.db_table}"."id" = ANY(ARRAY(SELECT "matched"."id" FROM "{Run._meta.db_table}" AS "matched" '
+    """WHERE "matched"."search_vector" @@ websearch_to_tsquery('simple'::regconfig, %s)))"""
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class RunFilters:
     cost_max: float | None = None
     steps_min: int | None = None
     steps_max: int | None = None
+    # A rare text search (text_search_is_rare; set by run_results): its matches are read from the GIN index first.
+    search_first: bool = False
 
     def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         if self.kind == "production":
@@ -94,7 +101,7 @@ class RunFilters:
         if self.q and self.q.strip():
             runs = runs.filter(task__icontains=self.q.strip())
         if self.search and self.search.strip():
-            runs = _full_text(runs, self.search.strip())
+            runs = _full_text(runs, self.search.strip(), first=self.search_first)
         ranges = {
             "created_at__gte": self.received_from,
             "created_at__lt": self.received_before,
@@ -111,11 +118,13 @@ class RunFilters:
         return runs.filter(**bounds) if bounds else runs
 
 
-def _full_text(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
+def _full_text(runs: QuerySet[Run], text: str, *, first: bool = False) -> QuerySet[Run]:
     """PostgreSQL: the GIN-indexed tsvector of the search document against websearch_to_tsquery (words, "phrases",
-    or, -not). Elsewhere (SQLite): every term is a case-insensitive substring of the search document."""
+    or, -not); with `first`, as the ids of every match read from the GIN index before anything else. Elsewhere
+    (SQLite): every term is a case-insensitive substring of the search document."""
     if connections[runs.db].vendor == "postgresql":
-        return runs.filter(RawSQL(SEARCH_VECTOR_SQL, [text], output_field=BooleanField()))
+        condition = SEARCH_FIRST_SQL if first else SEARCH_VECTOR_SQL
+        return runs.filter(RawSQL(condition, [text], output_field=BooleanField()))
     for term in search_terms(text) or [text]:
         runs = runs.filter(search_document__icontains=term)
     return runs
@@ -314,7 +323,7 @@ def _whole_days(filters: RunFilters) -> tuple[date | None, date | None] | None:
 
 
 def _rollup_fits(filters: RunFilters) -> bool:
-    used = {name for name, value in vars(filters).items() if value not in (None, "", "all")}
+    used = {name for name, value in vars(filters).items() if value not in (None, "", "all") and name != "search_first"}
     return used <= ROLLUP_FIELDS and _whole_days(filters) is not None
 
 
@@ -373,12 +382,11 @@ def run_totals(*, filters: RunFilters) -> RunTotals:
 # PostgreSQL estimates every word outside its most common ones at the same frequency (thousands of runs in a
 # million), so for a rare word it walks the id index through most of the table (bench/pages.py: 0.3 s). A probe of
 # the newest SEARCH_PROBE_WINDOW runs tells a rare search from a common one (it stops at SEARCH_PROBE_MATCHES
-# matches, so a common word costs a few rows); a rare one is read from the GIN index first (a bitmap scan, whose
-# cost follows the matches), a common one finds its page among the newest runs. A table smaller than the window
-# reads the index first too.
+# matches, so a common word costs a few rows); a rare one is read from the GIN index first (SEARCH_FIRST_SQL: the
+# ids of its matches, then the page or the walk among them), a common one finds its page among the newest runs. A
+# table smaller than the window reads the index first too.
 SEARCH_PROBE_WINDOW = 1_000
 SEARCH_PROBE_MATCHES = 26
-RESTORE_INDEXSCAN = "SELECT set_config('enable_indexscan', %s, true)"
 
 
 def text_search_is_rare(filters: RunFilters) -> bool:
@@ -389,27 +397,13 @@ def text_search_is_rare(filters: RunFilters) -> bool:
     return window.values("id")[:SEARCH_PROBE_MATCHES].count() < SEARCH_PROBE_MATCHES
 
 
-@contextmanager
-def _text_index_first(filters: RunFilters) -> Iterator[None]:
-    """Within the block, a rare text search's queries read the GIN index first: index scans (the walks in page
-    order) are off, bitmap scans stay on; the setting is put back as it was when the block ends, even inside an
-    outer transaction. Elsewhere nothing changes."""
-    connection = connections[Run.objects.db]
+def planned(filters: RunFilters) -> RunFilters:
+    """The filters as the explorer runs them: a rare text search on PostgreSQL read from the GIN index first (one
+    probe decides); anything else unchanged, without a query."""
     searching = bool(filters.search and filters.search.strip())
-    if not (searching and connection.vendor == "postgresql" and text_search_is_rare(filters)):
-        yield
-        return
-    with transaction.atomic(using=Run.objects.db), connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('enable_indexscan'), set_config('enable_indexscan', 'off', true)")
-        (before, _) = cursor.fetchone()
-        try:
-            yield
-        except DatabaseError:
-            raise  # the block rolls back, and the setting with it
-        except BaseException:
-            cursor.execute(RESTORE_INDEXSCAN, [before])
-            raise
-        cursor.execute(RESTORE_INDEXSCAN, [before])
+    if searching and connections[Run.objects.db].vendor == "postgresql" and text_search_is_rare(filters):
+        return replace(filters, search_first=True)
+    return filters
 
 
 def totals_are_kept(filters: RunFilters) -> bool:
@@ -422,15 +416,14 @@ def run_results(
 ) -> tuple[RunPage, RunTotals | None]:
     """The explorer's page (run_page) and, unless `totals` is false, its totals (run_totals), under one plan for a
     text search."""
-    with _text_index_first(filters):
-        page = run_page(filters=filters, cursor=cursor, limit=limit, sort=sort)
-        return page, run_totals(filters=filters) if totals else None
+    filters = planned(filters)
+    page = run_page(filters=filters, cursor=cursor, limit=limit, sort=sort)
+    return page, run_totals(filters=filters) if totals else None
 
 
 def searched_totals(*, filters: RunFilters) -> RunTotals:
     """run_totals under the plan run_results uses for a text search (the explorer's totals, asked for on their own)."""
-    with _text_index_first(filters):
-        return run_totals(filters=filters)
+    return run_totals(filters=planned(filters))
 
 
 def _moment(value: datetime | None) -> str | None:

@@ -1,6 +1,6 @@
 """A rare text search reads the GIN index first (trajectories.selectors.run_results): the probe tells rare from
-common, the answers are the same under either plan, the planner setting never outlives the block, and the list page
-keeps a fixed number of queries under both plans."""
+common, the answers are the same under either plan, the rare plan is one condition of the page's own query (no
+transaction, no planner setting), and the list page keeps a fixed number of queries under both plans."""
 
 import pytest
 from django.db import connection
@@ -17,7 +17,7 @@ pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the GIN plan exists on PostgreSQL only"),
 ]
-SET_OFF = "set_config('enable_indexscan', 'off', true)"
+SEARCH_FIRST = 'AS "matched" WHERE "matched"."search_vector" @@'
 
 
 @pytest.fixture
@@ -61,7 +61,9 @@ def test_both_plans_answer_the_same(corpus, word, rare, sort):
     filters = RunFilters(search=word)
     with CaptureQueriesContext(connection) as ctx:
         page, totals = run_results(filters=filters, limit=10, sort=sort)
-    assert any(SET_OFF in query["sql"] for query in ctx.captured_queries) is rare
+    queries = [query["sql"] for query in ctx.captured_queries]
+    assert len(queries) == 3  # the probe, the page, the totals walk
+    assert [SEARCH_FIRST in sql for sql in queries] == [False, rare, rare]
     expected = run_page(filters=filters, limit=10, sort=sort)
     assert [run.pk for run in page.runs] == [run.pk for run in expected.runs]
     assert page.next_cursor == expected.next_cursor
@@ -70,26 +72,36 @@ def test_both_plans_answer_the_same(corpus, word, rare, sort):
     assert indexscan() == "on"  # put back, even inside the test's transaction
 
 
-def test_the_setting_is_put_back_when_the_block_fails(corpus):
-    with pytest.raises(selectors.InvalidCursor):
-        run_results(filters=RunFilters(search="zanzibarite"), cursor="not-a-cursor")
-    assert indexscan() == "on"
+def test_the_rare_plan_reads_the_gin_index_first(corpus):
+    filters = selectors.planned(RunFilters(search="zanzibarite"))
+    assert filters.search_first and not selectors.planned(RunFilters(search="kettle")).search_first
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # (a table this small is read whole otherwise)
+        sql, params = run_page_query(filters)
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    # the matches' ids from the GIN index, once, before the page reads its rows by id
+    assert "InitPlan" in plan and "trajectories_run_search" in plan and "id = ANY" in plan
+
+
+def run_page_query(filters):
+    return filters.apply(selectors.Run.objects.all()).order_by("-id").values("id")[:26].query.sql_with_params()
 
 
 def test_the_list_page_keeps_a_fixed_number_of_queries(corpus, viewer, django_assert_num_queries):
     client = logged_in(viewer)
     url = reverse("trajectories:list")
     # user, groups (nav), runs, rubric scores (the session from the cache; a search's totals come in their own
-    # request); a search adds the probe, and a rare one the setting and its restoring
+    # request); a search adds the probe
     with django_assert_num_queries(5):
         response = client.get(url, {"q": "kettle"})
     assert response.status_code == 200 and len(response.context["page"].runs) == 25
     # the session's user and roles are now kept (accounts.session_users): two fewer
-    with django_assert_num_queries(5 + 2):  # + BEGIN and COMMIT (SAVEPOINT and RELEASE within the test's transaction)
+    with django_assert_num_queries(3):  # the probe, the runs, the rubric scores: the user and roles are kept now
         response = client.get(url, {"q": "zanzibarite"})
     assert [run.external_id for run in response.context["page"].runs] == ["r01", "r00"]
-    assert indexscan() == "on"
-    # the totals on their own, under the same plan: the probe, the setting, the walk, its restoring
-    with django_assert_num_queries(4 + 2):
+    assert indexscan() == "on"  # no planner setting is touched
+    # the totals on their own, under the same plan: the probe, the walk
+    with django_assert_num_queries(2):
         response = client.get(reverse("trajectories:totals"), {"q": "zanzibarite"})
-    assert response.context["totals"].runs == 2 and indexscan() == "on"
+    assert response.context["totals"].runs == 2
