@@ -6,8 +6,11 @@ and linked to the runs list filtered by `?kind=evaluation`. Counts and charts re
 never every run. Other apps' rows come through their selectors.
 """
 
+from __future__ import annotations
+
 import datetime as dt
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.urls import NoReverseMatch, reverse
 
@@ -19,7 +22,7 @@ from trajectories.choices import Outcome
 from trajectories.selectors import (
     DayTotal,
     RunCounts,
-    production_day_totals,
+    production_window,
     recent_production_runs,
     run_counts,
 )
@@ -93,21 +96,57 @@ class DayRow:
         return fixed(self.cost, 4)
 
 
-def daily_rows(days: list[dt.date], totals: list[DayTotal]) -> list[DayRow]:
-    """Runs by outcome, tokens and cost per day of `days` (received at, local days). One pass over the totals into
-    plain lists (a window holds thousands of (day, intent, outcome) rows)."""
-    sums = {day: [0, 0, 0, 0, 0.0] for day in days}  # success, failure, unknown, tokens, cost
+@dataclass(frozen=True)
+class WindowSums:
+    """Sums over a window's day totals, by position in the window's days: production runs by outcome, tokens and
+    cost per day (`days`: [success, failure, unknown, tokens, cost] each), and per intent its successes and runs per
+    day. The closed days' sums are kept per process (trajectories.selectors.production_window), so a request sums
+    only the open days' few rows and adds; `+` makes new lists, never changing a kept one."""
+
+    days: list[list]
+    intents: dict[str, tuple[list[int], list[int]]]
+
+    def __add__(self, other: WindowSums) -> WindowSums:
+        intents = dict(self.intents)
+        for intent, (success, runs) in other.intents.items():
+            mine = intents.get(intent)
+            intents[intent] = (success, runs) if mine is None else (_plus(mine[0], success), _plus(mine[1], runs))
+        return WindowSums([_plus(a, b) for a, b in zip(self.days, other.days, strict=True)], intents)
+
+
+def _plus(a: list, b: list) -> list:
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def window_sums(days: list[dt.date], totals: list[DayTotal]) -> WindowSums:
+    """One pass over day totals (a window holds thousands of (day, intent, outcome) rows) into plain lists."""
+    index = {day: position for position, day in enumerate(days)}
+    sums = [[0, 0, 0, 0, 0.0] for _ in days]
+    intents: dict[str, tuple[list[int], list[int]]] = {}
     for total in totals:
-        found = sums.get(total.day)
-        position = OUTCOME_POSITION.get(total.outcome)
-        if found is None or position is None:
+        position = index.get(total.day)
+        outcome = OUTCOME_POSITION.get(total.outcome)
+        if position is None or outcome is None:
             continue
-        found[position] += total.runs
-        found[3] += total.tokens
-        found[4] += total.cost
+        day = sums[position]
+        day[outcome] += total.runs
+        day[3] += total.tokens
+        day[4] += total.cost
+        if total.intent:
+            found = intents.get(total.intent)
+            if found is None:
+                found = intents[total.intent] = ([0] * len(days), [0] * len(days))
+            found[1][position] += total.runs
+            if outcome == 0:  # success
+                found[0][position] += total.runs
+    return WindowSums(sums, intents)
+
+
+def daily_rows(days: list[dt.date], sums: WindowSums) -> list[DayRow]:
+    """Runs by outcome, tokens and cost per day of `days` (received at, local days)."""
     return [
         DayRow(day, success, failure, unknown, tokens, round(cost, 4))
-        for day, (success, failure, unknown, tokens, cost) in sums.items()
+        for day, (success, failure, unknown, tokens, cost) in zip(days, sums.days, strict=True)
     ]
 
 
@@ -163,24 +202,11 @@ class IntentRates:
         return list(zip(self.success, self.total, rates, strict=True))
 
 
-def intent_rates(days: list[dt.date], totals: list[DayTotal], *, top: int = TOP_INTENTS) -> list[IntentRates]:
+def intent_rates(sums: WindowSums, *, top: int = TOP_INTENTS) -> list[IntentRates]:
     """The `top` intents by production runs in the window (ties by name), each with its daily success counts."""
-    index = {day: position for position, day in enumerate(days)}
-    runs: dict[str, int] = {}
-    daily: dict[str, tuple[list[int], list[int]]] = {}  # intent -> (successes per day, runs per day)
-    for total in totals:
-        position = index.get(total.day)
-        if not total.intent or position is None:
-            continue
-        runs[total.intent] = runs.get(total.intent, 0) + total.runs
-        found = daily.get(total.intent)
-        if found is None:
-            found = daily[total.intent] = ([0] * len(days), [0] * len(days))
-        found[1][position] += total.runs
-        if total.outcome == Outcome.SUCCESS:
-            found[0][position] += total.runs
+    runs = {intent: sum(daily) for intent, (_, daily) in sums.intents.items()}
     leaders = sorted(runs, key=lambda intent: (-runs[intent], intent))[:top]
-    return [IntentRates(intent, runs[intent], success=daily[intent][0], total=daily[intent][1]) for intent in leaders]
+    return [IntentRates(intent, runs[intent], *sums.intents[intent]) for intent in leaders]
 
 
 def intent_chart(days: list[dt.date], rows: list[IntentRates]) -> dict:
@@ -204,9 +230,10 @@ def intent_table(days: list[dt.date], rows: list[IntentRates]) -> list[dict]:
 def dashboard_context(viewer=None) -> dict:
     counts = run_counts()
     days = charts.window_days()
-    totals = production_day_totals(days[0])
-    daily = daily_rows(days, totals)
-    intents = intent_rates(days, totals)
+    closed, open_days = production_window(days[0], partial(window_sums, days), name="dashboard")
+    sums = closed + open_days
+    daily = daily_rows(days, sums)
+    intents = intent_rates(sums)
     table = intent_table(days, intents)
     recent_runs = recent_production_runs(RECENT_RUNS)
     events = _recent_events(viewer)

@@ -25,10 +25,10 @@ from config.local_copies import new_generation, shared_generation
 log = logging.getLogger("waymark.trajectories")
 GENERATION_KEY = "waymark:trajectories:closed-days"
 OPEN_DAYS = 2  # today and yesterday
-KEPT = 8  # windows kept per process (one per window start and generation in practice)
+KEPT = 8  # windows kept per process (one per name, window start and generation in practice)
 
 _lock = threading.Lock()
-_kept: dict[tuple[str, date, date], tuple[Any, ...]] = {}
+_kept: dict[tuple[str, str, date, date], tuple[Any, ...]] = {}
 
 
 def first_open_day(today: date | None = None) -> date:
@@ -44,13 +44,16 @@ def generation() -> str | None:
         return None
 
 
-def closed(first_day: date, open_from: date, read: Callable[[date, date], Sequence[Any]]) -> tuple[Any, ...]:
-    """The totals of the days from `first_day` up to (not including) `open_from`: this process's copy for the
-    current generation, else `read(first_day, open_from)`, kept."""
+def closed(
+    first_day: date, open_from: date, read: Callable[[date, date], Sequence[Any]], *, name: str = "totals"
+) -> tuple[Any, ...]:
+    """What `read(first_day, open_from)` makes of the days from `first_day` up to (not including) `open_from` (their
+    totals, or a summary of them under another `name`): this process's copy for the current generation, else read
+    and kept."""
     current = generation()
     if current is None:
         return tuple(read(first_day, open_from))
-    key = (current, first_day, open_from)
+    key = (current, name, first_day, open_from)
     found = _kept.get(key)
     if found is None:
         found = tuple(read(first_day, open_from))

@@ -7,7 +7,7 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as time_of_day
@@ -797,9 +797,22 @@ def production_day_totals(first_day: date, *, today: date | None = None) -> list
     """Production runs per (day, intent, outcome) from `first_day` on, from the daily totals (sources summed): the
     closed days' from this process's copy (trajectories.closed_days), read by one GROUP BY the first time; the open
     days' (today and yesterday) by one small GROUP BY on every call."""
+    closed, open_days = production_window(first_day, list, name="totals", today=today)
+    return [*closed, *open_days]
+
+
+def production_window[S](
+    first_day: date, summarize: Callable[[list[DayTotal]], S], *, name: str, today: date | None = None
+) -> tuple[S, S]:
+    """`summarize` of the closed days' totals from `first_day` on (kept per process under `name`, as
+    production_day_totals keeps the totals themselves) and of the open days' (read on every call): a caller that
+    only needs sums over the window sums the closed days once."""
     open_from = max(first_day, closed_days.first_open_day(today))
-    kept = closed_days.closed(first_day, open_from, _day_totals) if first_day < open_from else ()
-    return [*kept, *_day_totals(open_from, None)]
+    if first_day < open_from:
+        kept = closed_days.closed(first_day, open_from, lambda a, b: (summarize(_day_totals(a, b)),), name=name)[0]
+    else:
+        kept = summarize([])
+    return kept, summarize(_day_totals(open_from, None))
 
 
 def _day_totals(first_day: date, before: date | None) -> list[DayTotal]:

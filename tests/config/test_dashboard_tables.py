@@ -9,7 +9,7 @@ import pytest
 from django.template import engines
 
 from config import dashboard_tables
-from config.dashboard import daily_rows, intent_rates, intent_table
+from config.dashboard import daily_rows, intent_rates, intent_table, window_sums
 from trajectories.selectors import DayTotal
 
 # The template's loops before the tables moved to Python: the reference the tables must equal.
@@ -55,8 +55,9 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_tables_equal_the_template_markup(name):
     totals = CASES[name]
-    daily = daily_rows(DAYS, totals)
-    rates = intent_rates(DAYS, totals)
+    sums = window_sums(DAYS, totals)
+    daily = daily_rows(DAYS, sums)
+    rates = intent_rates(sums)
     table = intent_table(DAYS, rates)
     expected = REFERENCE.render({"daily": daily, "intent_rates": rates, "intent_table": table})
     assert built(daily, rates, table) == expected
@@ -64,9 +65,20 @@ def test_tables_equal_the_template_markup(name):
 
 def test_tables_escape_the_intent_names():
     totals = CASES["hostile intent names, every outcome, big numbers"]
-    rates = intent_rates(DAYS, totals)
+    rates = intent_rates(window_sums(DAYS, totals))
     html = dashboard_tables.intent_head(rates)
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_sums_of_two_parts_add_up_and_leave_the_parts_unchanged(name):
+    totals = CASES[name]
+    closed = [total for total in totals if total.day < DAYS[-2]]
+    open_days = [total for total in totals if total.day >= DAYS[-2]]
+    kept = window_sums(DAYS, closed)
+    before = (repr(kept.days), repr(kept.intents))
+    assert kept + window_sums(DAYS, open_days) == window_sums(DAYS, totals)
+    assert (repr(kept.days), repr(kept.intents)) == before
 
 
 # --- the recent runs and the recent activity ---------------------------------------------------------------------
