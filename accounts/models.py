@@ -103,7 +103,7 @@ class ApiToken(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.name} (wm_{self.prefix}_…)"
+        return token_label(self.name, self.prefix)
 
     @property
     def is_active(self) -> bool:
@@ -151,6 +151,21 @@ class AuditEvent(models.Model):
 
     @property
     def actor_label(self) -> str:
-        if self.actor_token_id:
-            return f"token {self.actor_token}"
-        return self.actor_user.username if self.actor_user_id else "system"
+        token = self.actor_token if self.actor_token_id else None
+        return actor_label(
+            token=(token.name, token.prefix) if token else None,
+            username=self.actor_user.username if self.actor_user_id else None,
+        )
+
+
+def token_label(name: str, prefix: str) -> str:
+    """How a token is named to people: its name and the start of its plaintext, never the secret."""
+    return f"{name} (wm_{prefix}_…)"
+
+
+def actor_label(*, token: tuple[str, str] | None, username: str | None) -> str:
+    """Who did something, as the audit log names them: a token (name, prefix) it was done with, else the user, else
+    the system."""
+    if token is not None:
+        return f"token {token_label(*token)}"
+    return username if username is not None else "system"
