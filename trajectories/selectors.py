@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import BooleanField, Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncDate
 from django.shortcuts import get_object_or_404
@@ -384,18 +384,20 @@ def run_totals(*, filters: RunFilters) -> RunTotals:
 # million), so for a rare word it walks the id index through most of the table (bench/pages.py: 0.3 s). A probe of
 # the newest SEARCH_PROBE_WINDOW runs tells a rare search from a common one (it stops at SEARCH_PROBE_MATCHES
 # matches, so a common word costs a few rows); a rare one is read from the GIN index first (SEARCH_FIRST_SQL: the
-# ids of its matches, then the page or the walk among them), a common one finds its page among the newest runs. A
-# table smaller than the window reads the index first too.
+# ids of its matches, then the page or the walk among them), a common one finds its page among the newest runs.
 SEARCH_PROBE_WINDOW = 1_000
 SEARCH_PROBE_MATCHES = 26
 
 
+PROBE_WINDOW_SQL = f'"{Run._meta.db_table}"."id" > (SELECT MAX("id") FROM "{Run._meta.db_table}") - %s'
+
+
 def text_search_is_rare(filters: RunFilters) -> bool:
-    """Fewer than SEARCH_PROBE_MATCHES of the newest SEARCH_PROBE_WINDOW runs match every filter (one query, bounded
-    by the window; always true when fewer runs are stored)."""
-    newest = Run.objects.order_by("-id").values("id")[SEARCH_PROBE_WINDOW - 1 : SEARCH_PROBE_WINDOW]
-    window = filters.apply(Run.objects.filter(id__gte=Subquery(newest)))
-    return window.values("id")[:SEARCH_PROBE_MATCHES].count() < SEARCH_PROBE_MATCHES
+    """Fewer than SEARCH_PROBE_MATCHES runs among the newest SEARCH_PROBE_WINDOW ids match every filter (one query,
+    bounded by the window: an index range on the ids, whatever the search)."""
+    newest = Run.objects.filter(RawSQL(PROBE_WINDOW_SQL, [SEARCH_PROBE_WINDOW], output_field=BooleanField()))
+    matches = filters.apply(newest).values_list("id", flat=True)[:SEARCH_PROBE_MATCHES]
+    return len(matches) < SEARCH_PROBE_MATCHES
 
 
 def planned(filters: RunFilters) -> RunFilters:

@@ -50,9 +50,16 @@ def test_the_probe_tells_a_rare_word_from_a_common_one(corpus):
     assert text_search_is_rare(RunFilters(search="kettle", source="nobody"))
 
 
-def test_a_table_smaller_than_the_window_reads_the_index_first(small_window):
-    ingest(*[run_item(steps=[step_item(observation="kettle")]) for _ in range(10)])
-    assert text_search_is_rare(RunFilters(search="kettle"))
+def test_a_table_smaller_than_the_window_is_probed_whole(small_window):
+    ingest(*[run_item(steps=[step_item(observation="kettle" if n < 6 else "teapot")]) for n in range(10)])
+    assert not text_search_is_rare(RunFilters(search="kettle"))  # six of ten: walked (cheap at this size)
+    assert text_search_is_rare(RunFilters(search="teapot"))
+
+
+def test_the_window_is_the_newest_ids(small_window):
+    ingest(*[run_item(steps=[step_item(observation="kettle" if n < 25 else "teapot")]) for n in range(45)])
+    assert text_search_is_rare(RunFilters(search="kettle"))  # none among the newest 20
+    assert not text_search_is_rare(RunFilters(search="teapot"))  # all of the newest 20
 
 
 @pytest.mark.parametrize("word, rare", [("zanzibarite", True), ("kettle", False)])
