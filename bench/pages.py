@@ -75,6 +75,7 @@ WORDS = [
 RARE_WORD = "zanzibarite"  # in one observation of every 10,000th run: the text search's needle
 START = datetime(2026, 9, 1, tzinfo=UTC)
 WARM_REQUESTS = 6  # untimed requests per page first: gunicorn's two workers each take some
+ROUND = "{round}"  # in a page's path: replaced by the request's number, so that no two requests are the same
 RUNS_FOR_TIME = 1_000_000  # runs spread over 90 days at full scale (fewer runs: fewer days)
 
 
@@ -263,6 +264,9 @@ def pages(runs: int, steps: int) -> dict[str, str]:
         "runs: sorted by cost": "/trajectories/?sort=cost_desc",
         "runs: text search (rare)": f"/trajectories/?q={RARE_WORD}",
         "runs: text search (common)": "/trajectories/?q=kettle+refund",
+        # the same search with a word excluded that no run has, new in every round: the probe's answer is never kept
+        # from a request before (a first search), where the two above reuse it after their first request
+        "runs: text search (rare), new each time": f"/trajectories/?q={RARE_WORD}+-unseen{ROUND}",
         "run page": f"/trajectories/{runs // 2}/",
     }
     # Totals the daily totals cannot answer (a walk of the newest matching runs) come in a request of their own, which
@@ -324,13 +328,13 @@ def _time(opener, anonymous, base: str, urls: dict[str, str], requests: int) -> 
         return anonymous if path.startswith("/accounts/login") else opener
 
     for path in urls.values():
-        for _ in range(WARM_REQUESTS):  # warm every worker process (first-hit costs: templates, kept days, SQL)
-            client_for(path).open(base + path).read()
+        for number in range(WARM_REQUESTS):  # warm every worker process (first-hit costs: templates, kept days, SQL)
+            client_for(path).open(base + path.replace(ROUND, f"w{number}")).read()
     times: dict[str, list[float]] = {name: [] for name in urls}
-    for _ in range(requests):
+    for number in range(requests):
         for name, path in urls.items():
             began = time.perf_counter()
-            with client_for(path).open(base + path) as response:
+            with client_for(path).open(base + path.replace(ROUND, str(number))) as response:
                 response.read()
             times[name].append(time.perf_counter() - began)
     return times

@@ -12,6 +12,7 @@ from procedures import active_body
 from tests.factories import user_with
 from tests.write_guard import writes_recorded
 from trajectories import closed_days
+from trajectories import selectors as trajectory_selectors
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,6 +43,7 @@ def _no_cached_tokens():
     session_users.forget()  # (the sessions' users, cached under the same auth version)
     active_body.recent.clear()  # (the procedures list's stamps, kept per process for a second)
     closed_days.forget()  # (closed days' totals: tests write day rows without a rebuild, and roll them back)
+    trajectory_selectors.PROBE_ANSWERS.clear()  # (a text search's plan, kept per process for a minute)
     yield
 
 

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from config.cursors import IntCursor, InvalidCursor
 from config.fixed_queries import FixedQuery
+from config.local_copies import Recent
 
 from . import closed_days
 from .core.search import search_terms
@@ -400,13 +401,23 @@ def text_search_is_rare(filters: RunFilters) -> bool:
     return len(matches) < SEARCH_PROBE_MATCHES
 
 
+# The probe's answers, kept per process for a minute by filters: the next page of a search and its totals request
+# ask the same question at once, and whether a word is rare among the newest runs changes slowly. A stale answer
+# only picks the other plan; both give the same rows (tests/trajectories/test_search_plan.py).
+PROBE_ANSWERS: Recent[RunFilters, bool] = Recent(max_age=60.0, size=256)
+
+
 def planned(filters: RunFilters) -> RunFilters:
     """The filters as the explorer runs them: a rare text search on PostgreSQL read from the GIN index first (one
-    probe decides); anything else unchanged, without a query."""
+    probe decides, or its answer of the last minute); anything else unchanged, without a query."""
     searching = bool(filters.search and filters.search.strip())
-    if searching and connections[Run.objects.db].vendor == "postgresql" and text_search_is_rare(filters):
-        return replace(filters, search_first=True)
-    return filters
+    if not searching or connections[Run.objects.db].vendor != "postgresql":
+        return filters
+    rare = PROBE_ANSWERS.get(filters)
+    if rare is None:
+        rare = text_search_is_rare(filters)
+        PROBE_ANSWERS.put(filters, rare)
+    return replace(filters, search_first=True) if rare else filters
 
 
 def totals_are_kept(filters: RunFilters) -> bool:

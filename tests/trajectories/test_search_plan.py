@@ -2,6 +2,8 @@
 common, the answers are the same under either plan, the rare plan is one condition of the page's own query (no
 transaction, no planner setting), and the list page keeps a fixed number of queries under both plans."""
 
+import time
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -108,7 +110,20 @@ def test_the_list_page_keeps_a_fixed_number_of_queries(corpus, viewer, django_as
         response = client.get(url, {"q": "zanzibarite"})
     assert [run.external_id for run in response.context["page"].runs] == ["r01", "r00"]
     assert indexscan() == "on"  # no planner setting is touched
-    # the totals on their own, under the same plan: the probe, the walk
-    with django_assert_num_queries(2):
+    # the totals on their own, under the same plan, the probe's answer kept from the page: the walk alone
+    with django_assert_num_queries(1):
         response = client.get(reverse("trajectories:totals"), {"q": "zanzibarite"})
     assert response.context["totals"].runs == 2
+
+
+def test_the_probes_answer_is_kept_for_a_minute_and_only_picks_the_plan(corpus, monkeypatch):
+    filters = RunFilters(search="zanzibarite")
+    assert selectors.planned(filters).search_first
+    monkeypatch.setattr(selectors, "text_search_is_rare", lambda filters: pytest.fail("probed again"))
+    assert selectors.planned(filters).search_first  # kept
+    selectors.PROBE_ANSWERS.put(filters, False)  # a stale answer: the other plan, the same rows
+    page, totals = run_results(filters=filters, limit=10)
+    assert [run.external_id for run in page.runs] == ["r01", "r00"] and totals.runs == 2
+    monkeypatch.undo()
+    selectors.PROBE_ANSWERS.put(filters, False, read_at=time.monotonic() - 61)  # a minute old: asked again
+    assert selectors.planned(filters).search_first
