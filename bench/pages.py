@@ -12,7 +12,7 @@ page's (GET /accounts/login/, a form rendered with no query of ours), after WARM
 (enough that each of gunicorn's two workers has most likely served it), at the median and the 95th percentile; the aim
 is ≤ 3× at the 95th percentile. The floor nothing can beat is the login page itself (ratio 1).
 
-Usage: .venv/bin/python bench/pages.py [--runs 1000000] [--steps 10] [--requests 40] [--fresh]
+Usage: .venv/bin/python bench/pages.py [--runs 1000000] [--steps 10] [--requests 100] [--fresh]
        (DATABASE_URL names the PostgreSQL server; default postgres://postgres@127.0.0.1:5432)
 """
 
@@ -349,7 +349,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--steps", type=int, default=10, help="steps per run")
-    parser.add_argument("--requests", type=int, default=40, help="timed requests per page")
+    parser.add_argument("--requests", type=int, default=100, help="timed requests per page")
     parser.add_argument("--fresh", action="store_true", help="rebuild the database even if its scale matches")
     options = parser.parse_args()
     url, admin_url = _urls()

@@ -172,8 +172,7 @@ def export_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run = selectors.run_with_steps(pk)
-    steps = list(run.steps.all())
+    run, steps = selectors.run_and_steps(pk)
     waterfall = selectors.run_waterfall(run, steps)
     rubric_panel = rubric_selectors.run_panel(request.user, run)
     context = {
