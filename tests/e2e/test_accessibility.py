@@ -42,6 +42,7 @@ NOT_VISITED = {
     "healthz": "JSON for load balancers",
     "trajectories:export": "a JSONL download",
     "reviews:rubric_panel": "an htmx fragment of the run page, checked there",
+    "trajectories:totals": "an htmx fragment of the explorer (a filter's totals), checked there",
 }
 NOT_VISITED_PREFIXES = {
     "api/v1": "the JSON API",
@@ -138,6 +139,7 @@ def visits() -> list[Visit]:
         Visit("/trajectories/?search=" + "x" * django_settings.WAYMARK_MAX_URL_LENGTH, status=414),
         Visit("/trajectories/"),
         Visit("/trajectories/?search=refund&outcome=failure&sort=score"),
+        Visit("/trajectories/?q=refund&steps_min=1"),  # totals loaded after the rows (trajectories:totals)
         Visit(f"/trajectories/{scored}/"),
         Visit(f"/trajectories/{failed}/"),
         Visit(f"/trajectories/compare?a={runs[0]}&b={runs[1]}"),
