@@ -494,3 +494,10 @@ def test_the_list_costs_a_fixed_number_of_queries(viewer, django_assert_num_quer
         with django_assert_num_queries(1):
             response = client.get(f"{TOTALS}?{query}")
     assert response.context["totals"].runs == size
+
+
+def test_a_listed_run_holds_every_field_the_apis_runs_list_answers():
+    from trajectories.schemas import RunOut
+    from trajectories.selectors import LISTED_COLUMNS
+
+    assert set(RunOut.model_fields) <= set(LISTED_COLUMNS)  # the API's list serializes ListedRun rows
