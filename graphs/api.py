@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
 from ninja import Query, Router, Status
 from pydantic import ValidationError
@@ -109,7 +109,7 @@ def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
     if_none_match = request.META.get("HTTP_IF_NONE_MATCH")
     etag = f'"{summary["digest"]}"'
     if if_none_match and (if_none_match == etag or {etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
-        return _active_headers(HttpResponse(status=304), summary)
+        return _active_headers(HttpResponseNotModified(), summary)
     content = cache.bodies.get(summary["id"])
     if content is None:  # a revision never changes: its encoded body is kept per process
         graph = selectors.graph_at(summary["id"], summary["digest"])

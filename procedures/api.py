@@ -6,7 +6,7 @@ replay jobs, for replay-only agents: both share one implementation.
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from ninja import Router, Status
 
 from accounts.services import Actor
@@ -46,7 +46,7 @@ def active_list_response(request: HttpRequest, intent: str | None = None) -> Htt
         intent = request.GET.get("intent")
     current = active_body.current(intent)
     if _matches(request.META.get("HTTP_IF_NONE_MATCH", ""), current.etag):
-        not_modified = HttpResponse(status=304)
+        not_modified = HttpResponseNotModified()
         not_modified["ETag"] = current.etag
         return not_modified
     listing = active_body.active_list(intent, current.stamps)

@@ -105,7 +105,7 @@ def test_the_active_graph_carries_a_strong_etag_and_answers_304(api_client, read
     assert body["graph"] == Graph.from_document(revision.document).to_refiner_json()
     again = api_client.get(f"{DEMO}/active", token=reader, **{"If-None-Match": response["ETag"]})
     assert again.status_code == 304 and again.content == b""
-    assert again["ETag"] == response["ETag"]
+    assert again["ETag"] == response["ETag"] and "Content-Type" not in again  # no body to describe
     stale = api_client.get(f"{DEMO}/active", token=reader, **{"If-None-Match": '"0000"'})
     assert stale.status_code == 200
 

@@ -49,6 +49,7 @@ def test_it_lists_active_versions_with_a_strong_etag_and_answers_304(api_client,
     assert [s["tool"] for s in item["active_version"]["steps"]] == ["lookup_policy", "issue_refund"]
     again = api_client.get(f"{LIST}?intent=refund_request", token=token, **{"If-None-Match": etag})
     assert again.status_code == 304 and again["ETag"] == etag and again.content == b""
+    assert "Content-Type" not in again  # no body to describe
     other = api_client.get(f"{LIST}?intent=cancel_order", token=token, **{"If-None-Match": etag})
     assert other.status_code == 200 and other.json() == {"items": []}
 
