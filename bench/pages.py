@@ -10,7 +10,10 @@ runs it (logged in as an operator), `--requests` rounds of one request to each p
 the shared machine's slow and quiet moments alike). The ratio is each page's time to the login
 page's (GET /accounts/login/, a form rendered with no query of ours), after WARM_REQUESTS untimed requests per page
 (enough that each of gunicorn's two workers has most likely served it), at the median and the 95th percentile; the aim
-is ≤ 3× at the 95th percentile. The floor nothing can beat is the login page itself (ratio 1).
+is ≤ 3× at the 95th percentile. The floor nothing can beat is the login page itself (ratio 1). A filter whose
+totals need a walk of the matching runs shows its rows first and asks for the totals in a request of its own,
+timed as a page of its own ("· its totals"); one text search is new in every request ("{round}" in its path), so
+it never finds the probe's answer kept from a request before.
 
 Usage: .venv/bin/python bench/pages.py [--runs 1000000] [--steps 10] [--requests 100] [--fresh]
        (DATABASE_URL names the PostgreSQL server; default postgres://postgres@127.0.0.1:5432)
