@@ -2,7 +2,7 @@
 
 Runs here are production runs only (`production()`): runs answering evaluation jobs are gate evidence, counted apart
 and linked to the runs list filtered by `?kind=evaluation`. Counts and charts read the totals kept by ingest
-(trajectories.selectors.run_counts, production_day_totals: two queries over a few hundred and a few thousand rows),
+(trajectories.selectors.run_counts, production_window: two queries over a few hundred and a few thousand rows),
 never every run. Other apps' rows come through their selectors.
 """
 

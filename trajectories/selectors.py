@@ -325,7 +325,8 @@ def _whole_days(filters: RunFilters) -> tuple[date | None, date | None] | None:
     return first, (before - timedelta(days=1)) if before is not None else None
 
 
-def _rollup_fits(filters: RunFilters) -> bool:
+def totals_are_kept(filters: RunFilters) -> bool:
+    """Whether the daily totals answer these filters (one small query), rather than a walk of the matching runs."""
     used = {name for name, value in vars(filters).items() if value not in (None, "", "all") and name != "search_first"}
     return used <= ROLLUP_FIELDS and _whole_days(filters) is not None
 
@@ -366,7 +367,7 @@ def run_totals(*, filters: RunFilters) -> RunTotals:
     are theirs (kind, outcome, source, intent, whole received days), else over at most the newest TOTALS_CAP + 1
     matching runs (an index walk, never a scan of every run; their three columns summed here, which costs less than
     compiling the ORM's window and aggregate for the server to sum them)."""
-    if _rollup_fits(filters):
+    if totals_are_kept(filters):
         return _totals_from_days(filters)
     newest = filters.apply(Run.objects.all()).order_by("-id").values_list("outcome", "total_tokens", "cost")
     rows = list(newest[: TOTALS_CAP + 1])
@@ -419,11 +420,6 @@ def planned(filters: RunFilters) -> RunFilters:
         rare = text_search_is_rare(filters)
         PROBE_ANSWERS.put(filters, rare)
     return replace(filters, search_first=True) if rare else filters
-
-
-def totals_are_kept(filters: RunFilters) -> bool:
-    """Whether the daily totals answer these filters (one small query), rather than a walk of the matching runs."""
-    return _rollup_fits(filters)
 
 
 def run_results(
@@ -817,20 +813,13 @@ class DayTotal:
     cost: float
 
 
-def production_day_totals(first_day: date, *, today: date | None = None) -> list[DayTotal]:
-    """Production runs per (day, intent, outcome) from `first_day` on, from the daily totals (sources summed): the
-    closed days' from this process's copy (trajectories.closed_days), read by one GROUP BY the first time; the open
-    days' (today and yesterday) by one small GROUP BY on every call."""
-    closed, open_days = production_window(first_day, list, name="totals", today=today)
-    return [*closed, *open_days]
-
-
 def production_window[S](
     first_day: date, summarize: Callable[[list[DayTotal]], S], *, name: str, today: date | None = None
 ) -> tuple[S, S]:
-    """`summarize` of the closed days' totals from `first_day` on (kept per process under `name`, as
-    production_day_totals keeps the totals themselves) and of the open days' (read on every call): a caller that
-    only needs sums over the window sums the closed days once."""
+    """`summarize` of the production day totals (per day, intent and outcome, sources summed) from `first_day` on,
+    as (closed days, open days): the closed days' summary read by one GROUP BY the first time and then kept per
+    process under `name` (trajectories.closed_days), the open days' (today and yesterday) by one small GROUP BY on
+    every call. A caller that only needs sums over the window sums the closed days once."""
     open_from = max(first_day, closed_days.first_open_day(today))
     if first_day < open_from:
         kept = closed_days.closed(first_day, open_from, lambda a, b: (summarize(_day_totals(a, b)),), name=name)[0]

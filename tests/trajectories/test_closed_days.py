@@ -1,4 +1,4 @@
-"""The dashboard's day totals (trajectories.selectors.production_day_totals): closed days (before yesterday) kept per
+"""The dashboard's day totals (trajectories.selectors.production_window): closed days (before yesterday) kept per
 process under the shared generation, the open days (yesterday and today) read on every call, the answer always the
 same as reading every day."""
 
@@ -13,7 +13,7 @@ from django.utils import timezone
 from tests.trajectories.factories import ingest, run_item
 from trajectories import closed_days, rollup
 from trajectories.models import Run
-from trajectories.selectors import _day_totals, production_day_totals
+from trajectories.selectors import _day_totals, production_window
 
 pytestmark = pytest.mark.django_db
 
@@ -30,6 +30,12 @@ def received(days_ago: int, *, count: int = 1, rebuild: bool = True, **fields) -
     if rebuild:
         rollup.rebuild()
     return ids
+
+
+def production_day_totals(first: dt.date) -> list:
+    """The window's day totals themselves (the summary `list`), the closed days' then the open days'."""
+    closed, open_days = production_window(first, list, name="totals")
+    return [*closed, *open_days]
 
 
 def totals(first: dt.date) -> list[tuple]:
