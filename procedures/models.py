@@ -169,7 +169,8 @@ class ReplayArm(models.TextChoices):
 class ReplayCase(models.Model):
     """One held-out case evaluated for one arm. `answered` is False for a live case nobody answered in time."""
 
-    replay = models.ForeignKey(ReplayRun, on_delete=models.CASCADE, related_name="cases")
+    # No index of its own: the unique (replay, arm, case) constraint leads with the replay.
+    replay = models.ForeignKey(ReplayRun, on_delete=models.CASCADE, related_name="cases", db_index=False)
     arm = models.CharField(max_length=10, choices=ReplayArm.choices)
     case_run_id = models.BigIntegerField(help_text="the held-out recorded run")
     result_run_id = models.BigIntegerField(null=True, blank=True, help_text="the run a live agent answered with")

@@ -228,8 +228,6 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None, worker:
         replay_heartbeat(replay, worker, "claimed")
         recorded = _case_runs(replay)
         replay_heartbeat(replay, worker, "loaded")
-        # Two streamed passes, so memory stays flat in the number of cases: the report (metrics and the gate), then
-        # the case rows, judged again while _finish writes them.
         # One streamed pass, in memory flat in the number of cases: each case is judged, counted into the report
         # and written out as a row to a spooled file, which _finish copies into the table.
         offline = _offline_replay(replay)
