@@ -169,8 +169,13 @@ class ReplayArm(models.TextChoices):
 class ReplayCase(models.Model):
     """One held-out case evaluated for one arm. `answered` is False for a live case nobody answered in time."""
 
-    # No index of its own: the unique (replay, arm, case) constraint leads with the replay.
-    replay = models.ForeignKey(ReplayRun, on_delete=models.CASCADE, related_name="cases", db_index=False)
+    # No index of its own: the unique (replay, arm, case) constraint leads with the replay. No database constraint
+    # either: its check ran once per case row at commit (a third of an offline replay's finish), for rows written
+    # only by replay_services.finish_replay while it holds the replay's row lock; replays are never deleted, and
+    # the ORM's cascade would remove their cases (docs/decisions.md).
+    replay = models.ForeignKey(
+        ReplayRun, on_delete=models.CASCADE, related_name="cases", db_index=False, db_constraint=False
+    )
     arm = models.CharField(max_length=10, choices=ReplayArm.choices)
     case_run_id = models.BigIntegerField(help_text="the held-out recorded run")
     result_run_id = models.BigIntegerField(null=True, blank=True, help_text="the run a live agent answered with")

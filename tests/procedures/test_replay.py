@@ -81,6 +81,16 @@ def test_a_replay_runs_once(mined):
     assert ReplayCase.objects.filter(replay=replay).count() == len(replay.held_out_run_ids)
 
 
+def test_a_replays_cases_go_with_it_through_the_orm_without_a_database_constraint(mined):
+    # The case rows hold no database constraint on their replay (docs/decisions.md): the ORM's cascade removes them.
+    replay = ProcedureVersion.objects.get(pk=mined.version.pk).replays.get()
+    other = ReplayCase.objects.exclude(replay=replay).count()
+    assert ReplayCase.objects.filter(replay=replay).exists()
+    replay.delete()
+    assert ReplayCase.objects.filter(replay_id=replay.pk).count() == 0
+    assert ReplayCase.objects.count() == other
+
+
 def test_a_version_refuses_content_changes(mined):
     version = ProcedureVersion.objects.get(pk=mined.version.pk)
     version.steps = [{"tool": "issue_refund", "arguments": {}}]
