@@ -433,12 +433,24 @@ def __getattr__(name: str):
         from django.urls import path
 
         from config import urls
+        from config.step_api import STEP_CALLS
 
         if not _URLPATTERNS:
             # config.urls' own patterns at the top level, as in production (not under an include, one level deeper):
-            # the per-step calls come first there, the ping just before them, so both resolve at the same depth
-            # after at most three failed patterns
-            _URLPATTERNS.extend([path("bench/ping", ping), path("bench/api/", _bench_api().urls), *urls.urlpatterns])
+            # the per-step calls come first there; here the ping comes just before them (the baseline resolves
+            # first, a per-step call after one failed pattern) and the bench's own API after them (its resolver,
+            # which production does not have, must not be tried before every per-step call)
+            steps = len(STEP_CALLS)
+            if not all(pattern.callback.__name__.startswith("step_") for pattern in urls.urlpatterns[:steps]):
+                raise LookupError("config.urls no longer starts with the per-step calls")
+            _URLPATTERNS.extend(
+                [
+                    path("bench/ping", ping),
+                    *urls.urlpatterns[:steps],
+                    path("bench/api/", _bench_api().urls),
+                    *urls.urlpatterns[steps:],
+                ]
+            )
         return _URLPATTERNS
     raise AttributeError(name)
 

@@ -56,6 +56,9 @@ class RejectNulMiddleware:
 def _nul_location(request: HttpRequest) -> list[str] | None:
     if NUL in request.path:
         return ["path"]
+    query = request.META.get("QUERY_STRING", "")
+    if NUL not in query and "%00" not in query:  # a NUL reaches a decoded value only as itself or as %00
+        return None
     for key, values in request.GET.lists():
         if NUL in key or any(NUL in value for value in values):
             return ["query", key.replace(NUL, "\\0")]

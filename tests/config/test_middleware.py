@@ -8,6 +8,8 @@ import pytest
         "/api/v1/trajectories?source=%00",
         "/api/v1/graphs/two%00hop/active",
         "/api/v1/procedures?intent=%00",
+        "/api/v1/procedures?%00=refund",  # in a key
+        "/api/v1/procedures?intent=a&x=b%00",  # in a later value
     ],
 )
 def test_a_nul_in_an_api_request_answers_422_with_the_error_body(client, db, path):
@@ -28,6 +30,19 @@ def test_a_nul_in_a_page_request_answers_400_before_any_view_runs(client, admin_
     assert response.status_code == 400
     assert response["Content-Type"].startswith("text/plain")
     assert response.content == b"The request holds a NUL character."
+
+
+def test_a_raw_nul_in_the_query_string_is_refused_too(rf):
+    from config.middleware import RejectNulMiddleware
+
+    request = rf.get("/api/v1/procedures")
+    request.META["QUERY_STRING"] = "intent=a\x00b"  # as a server that does not percent-encode might pass it
+    response = RejectNulMiddleware(lambda request: pytest.fail("the view ran"))(request)
+    assert response.status_code == 422
+
+
+def test_an_encoded_percent_before_00_is_no_nul(client, db):
+    assert client.get("/api/v1/trajectories?source=a%2500").status_code != 422
 
 
 def test_the_api_error_names_where_the_nul_is(client, db):

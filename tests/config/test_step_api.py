@@ -8,6 +8,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client, RequestFactory
 from django.urls import resolve, reverse
+from django.utils.csp import CSP
 
 from config import ratelimit
 from config.urls import ninja_urls
@@ -198,6 +199,25 @@ def test_per_step_calls_skip_the_browser_middleware_but_keep_security_headers_an
     assert "Cookie" not in response.get("Vary", "") and not response.cookies
     assert client.get(ACTIVE).status_code == 401  # a logged-in session is no credential for the API
     assert client.get("/").status_code == 200  # pages still have their session
+
+
+def test_per_step_answers_carry_the_policy_the_middleware_builds_and_follow_a_change(demo, token, client, settings):
+    auth = {"Authorization": f"Bearer {token}"}
+    page_policy = client.get("/accounts/login/")["Content-Security-Policy"]  # built by Django's middleware
+    response = client.get(ACTIVE, headers=auth)
+    assert response["Content-Security-Policy"] == page_policy
+    not_modified = client.get(ACTIVE, headers={**auth, "If-None-Match": response["ETag"]})
+    assert not_modified.status_code == 304 and not_modified["Content-Security-Policy"] == page_policy
+    assert "Content-Security-Policy-Report-Only" not in response
+    settings.SECURE_CSP = {"default-src": ["'none'"]}
+    settings.SECURE_CSP_REPORT_ONLY = {"img-src": ["'self'"]}
+    changed = client.get(PROCEDURES, headers=auth)
+    assert changed["Content-Security-Policy"] == "default-src 'none'"
+    assert changed["Content-Security-Policy-Report-Only"] == "img-src 'self'"
+    # A nonce named by the policy is left out, as the middleware leaves out a nonce no template used
+    settings.SECURE_CSP = {"default-src": ["'self'"], "script-src": ["'self'", CSP.NONCE]}
+    assert client.get(PROCEDURES, headers=auth)["Content-Security-Policy"] == "default-src 'self'; script-src 'self'"
+    assert client.get("/api/v1/openapi.json")["Content-Security-Policy"] == "default-src 'self'; script-src 'self'"
 
 
 @pytest.mark.parametrize(
