@@ -50,11 +50,11 @@ class ToolCodes:
 
     def __init__(self) -> None:
         self._code = _CodeTable()
-        self._lookup = self._code.__getitem__
+        self.lookup = self._code.__getitem__  # a tool name's code (assigned on first sight)
 
     def encode(self, items: Sequence[Any], key: Callable[[Any], str] | None = None) -> str:
         """The code string of `items` (tool names, or anything `key` turns into one)."""
-        return "".join(map(self._lookup, items if key is None else map(key, items)))
+        return "".join(map(self.lookup, items if key is None else map(key, items)))
 
     def decode(self, codes: str) -> Tools:
         names = {char: name for name, char in self._code.items()}

@@ -116,27 +116,30 @@ def _fold_and_retain(
 ) -> tuple[Tools, list[Mapping[str, Any]]]:
     """The shared tools and their retained arguments, after checking every step; see `learn_procedure`."""
     codes = ToolCodes()
+    lookup = codes.lookup
+
+    def encode(steps: Sequence[TrajectoryStep]) -> str:
+        return "".join(map(lookup, map(_tool, steps)))
+
     prefix = ordered_ids[: max(_GUESS_RUNS, len(ordered_ids) // 16)]
-    run_codes = {trajectory_id: codes.encode(runs[trajectory_id], _tool) for trajectory_id in prefix}
-    first_codes, first_steps = run_codes[ordered_ids[0]], runs[ordered_ids[0]]
-    guess = shared_codes([run_codes[trajectory_id] for trajectory_id in prefix], codes.ranks())
+    first_codes, first_steps = encode(runs[ordered_ids[0]]), runs[ordered_ids[0]]
+    guess = shared_codes([encode(runs[trajectory_id]) for trajectory_id in prefix], codes.ranks())
     agreement: ArgumentAgreement | None = ArgumentAgreement(guess, first_codes, first_steps)
-    for batch in batched(runs.items(), _BATCH_RUNS):
-        batch_runs = [steps for _, steps in batch]
+    every_run = list(runs.values())
+    sequences: list[str] = []  # every run's codes, in the mapping's order (the prefix encoded again: a few percent)
+    for batch_runs in batched(every_run, _BATCH_RUNS):
         _require_successful(batch_runs)
-        sequences = []
-        for trajectory_id, steps in batch:
-            sequence = run_codes.get(trajectory_id)
-            if sequence is None:
-                sequence = run_codes[trajectory_id] = codes.encode(steps, _tool)
-            sequences.append(sequence)
-        if agreement is not None and not agreement.add_runs(sequences, batch_runs):
+        batch_sequences = list(map(encode, batch_runs))
+        sequences += batch_sequences
+        if agreement is not None and not agreement.add_runs(batch_sequences, batch_runs):
             agreement = None  # the guess is not in some run: it was too long
     if agreement is None:
+        run_codes = dict(zip(runs, sequences, strict=True))
         shared = shared_codes([run_codes[trajectory_id] for trajectory_id in ordered_ids], codes.ranks())
         agreement = ArgumentAgreement(shared, first_codes, first_steps)
-        for batch in batched(runs.items(), _BATCH_RUNS):
-            agreement.add_runs([run_codes[trajectory_id] for trajectory_id, _ in batch], [steps for _, steps in batch])
+        for batch in batched(zip(sequences, every_run, strict=True), _BATCH_RUNS):
+            batch_sequences, batch_runs = zip(*batch, strict=True)
+            agreement.add_runs(batch_sequences, batch_runs)
     return codes.decode(agreement.shared), agreement.arguments()
 
 
