@@ -4,6 +4,10 @@ RejectNulMiddleware: NUL characters in the path or query string are refused befo
 text cannot hold NUL, so a filter value carrying one would fail deep inside a query. Forms already refuse NUL
 (Django's ProhibitNullCharactersValidator); query strings are read by hand in many views.
 
+NotModifiedAwareCommonMiddleware: Django's CommonMiddleware, except that a 304 gets no Content-Length: Django would add
+"Content-Length: 0", which RFC 9110 §8.6 forbids (a 304 may only repeat the length of the 200 it stands for), and
+which every per-step 304 of an agent paid for.
+
 LongUrlMiddleware: a URL longer than WAYMARK_MAX_URL_LENGTH characters answers the styled 414 page (the API's Error
 body under /api/), below gunicorn's own request-line limit (8190 bytes, the Procfile's --limit-request-line), so
 people see a page with the navigation that says why. Above that limit gunicorn refuses the request line itself and
@@ -12,6 +16,7 @@ the Procfile's worker class (config.gunicorn_worker) answers with the same page.
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.middleware.common import CommonMiddleware
 
 from . import error_views
 
@@ -22,6 +27,13 @@ DEFAULT_MAX_URL_LENGTH = 8000
 
 def max_url_length() -> int:
     return int(getattr(settings, "WAYMARK_MAX_URL_LENGTH", DEFAULT_MAX_URL_LENGTH))
+
+
+class NotModifiedAwareCommonMiddleware(CommonMiddleware):
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if response.status_code == 304:  # no body, no length (and the slash redirect is for 404s only)
+            return response
+        return super().process_response(request, response)
 
 
 class LongUrlMiddleware:

@@ -46,7 +46,7 @@ MIDDLEWARE = [
     # Django's session, auth and messages middleware, skipped by the per-step API calls (config/step_api.py), which
     # authenticate with a bearer token and use none of them (config/step_middleware.py)
     "config.step_middleware.BrowserSessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "config.middleware.NotModifiedAwareCommonMiddleware",  # no Content-Length on a 304 (RFC 9110 §8.6)
     "django.middleware.csrf.CsrfViewMiddleware",  # by its own name: `check --deploy` looks for it (W003)
     "config.step_middleware.BrowserAuthenticationMiddleware",
     "config.step_middleware.BrowserMessageMiddleware",

@@ -208,6 +208,8 @@ def test_per_step_answers_carry_the_policy_the_middleware_builds_and_follow_a_ch
     assert response["Content-Security-Policy"] == page_policy
     not_modified = client.get(ACTIVE, headers={**auth, "If-None-Match": response["ETag"]})
     assert not_modified.status_code == 304 and not_modified["Content-Security-Policy"] == page_policy
+    # RFC 9110 §8.6: a 304 carries no Content-Length but the 200's (Django's CommonMiddleware would add "0")
+    assert "Content-Length" not in not_modified and response["Content-Length"] == str(len(response.content))
     assert "Content-Security-Policy-Report-Only" not in response
     settings.SECURE_CSP = {"default-src": ["'none'"]}
     settings.SECURE_CSP_REPORT_ONLY = {"img-src": ["'self'"]}
