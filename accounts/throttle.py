@@ -15,6 +15,13 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 
+from config.settings_snapshot import SettingsSnapshot
+
+# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+_settings = SettingsSnapshot(
+    "WAYMARK_TRUSTED_PROXY_COUNT",
+)
+
 KINDS = ("username", "ip")
 
 
@@ -79,7 +86,7 @@ def clear_username(username: str) -> None:
 def client_ip(request: HttpRequest) -> str:
     """The client's address: REMOTE_ADDR, or with WAYMARK_TRUSTED_PROXY_COUNT=n the n-th X-Forwarded-For entry from
     the right (each trusted proxy appends the address it received the request from)."""
-    proxies = settings.WAYMARK_TRUSTED_PROXY_COUNT
+    proxies = _settings.WAYMARK_TRUSTED_PROXY_COUNT
     if proxies > 0:
         forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
         if len(forwarded) >= proxies:

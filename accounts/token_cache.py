@@ -27,8 +27,16 @@ from django.db.models import Model
 from django.db.models.base import ModelState
 
 from config.local_copies import new_generation, shared_generation
+from config.settings_snapshot import SettingsSnapshot
 
 from .models import ApiToken, User
+
+# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+_settings = SettingsSnapshot(
+    "WAYMARK_TOKEN_CACHE_SECONDS",
+    "WAYMARK_TOKEN_CACHE_CHECK_SECONDS",
+    "WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS",
+)
 
 log = logging.getLogger("waymark.auth")
 # What accounts.services.api_token_authenticate returns: other apps and config name the type through this alias.
@@ -59,10 +67,10 @@ class TokenCache:
     # --- the auth version ------------------------------------------------------------------------------------------
     def version(self) -> str | None:
         """The shared auth version, read at most once per check interval; None when the shared cache is down."""
-        if not settings.WAYMARK_TOKEN_CACHE_SECONDS:
+        if not _settings.WAYMARK_TOKEN_CACHE_SECONDS:
             return None
         now = time.monotonic()
-        if now - self._checked < settings.WAYMARK_TOKEN_CACHE_CHECK_SECONDS and self._version is not None:
+        if now - self._checked < _settings.WAYMARK_TOKEN_CACHE_CHECK_SECONDS and self._version is not None:
             return self._version
         try:
             version = shared_generation(VERSION_KEY)
@@ -92,7 +100,7 @@ class TokenCache:
     def put(self, key: str, token: ApiToken, version: str | None) -> None:
         """Cache a token read from the database after `version` was read: a change committed after that read bumps
         the version, so the entry cannot outlive it."""
-        if version is None or not settings.WAYMARK_TOKEN_CACHE_SECONDS:
+        if version is None or not _settings.WAYMARK_TOKEN_CACHE_SECONDS:
             return
         user = User.from_db(DEFAULT_DB_ALIAS, _USER_FIELDS, [getattr(token.user, name) for name in _USER_FIELDS])
         user._role_names = frozenset(token.user.groups.values_list("name", flat=True))
@@ -101,7 +109,7 @@ class TokenCache:
             scopes=tuple(token.scopes),
             user=user,
             version=version,
-            expires=time.monotonic() + settings.WAYMARK_TOKEN_CACHE_SECONDS,
+            expires=time.monotonic() + _settings.WAYMARK_TOKEN_CACHE_SECONDS,
         )
         with self._lock:
             if len(self._entries) >= settings.WAYMARK_TOKEN_CACHE_SIZE:
@@ -116,7 +124,7 @@ class TokenCache:
     def flush_used(self, *, force: bool = False) -> int:
         """Write the last-used times seen since the last flush (one UPDATE per token); the number written."""
         now = time.monotonic()
-        if not force and now - self._flushed < settings.WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS:
+        if not force and now - self._flushed < _settings.WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS:
             return 0
         with self._lock:
             used, self._used, self._flushed = self._used, {}, now
@@ -149,7 +157,9 @@ def copy_instance(instance: Model) -> Model:
     state = ModelState()
     state.db, state.adding = DEFAULT_DB_ALIAS, False
     clone = object.__new__(type(instance))
-    clone.__dict__.update(instance.__dict__, _state=state)
+    attributes = instance.__dict__.copy()  # (a copy and one store: cheaper than update() into a fresh dict)
+    attributes["_state"] = state
+    clone.__dict__ = attributes
     return clone
 
 

@@ -4,7 +4,12 @@ import hashlib
 import hmac
 import secrets
 
-from django.conf import settings
+from config.settings_snapshot import SettingsSnapshot
+
+# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+_settings = SettingsSnapshot(
+    "WAYMARK_TOKEN_PEPPER",
+)
 
 TOKEN_PREFIX = "wm_"
 
@@ -17,7 +22,7 @@ def new_token() -> tuple[str, str, str]:
 
 
 def digest_secret(secret: str) -> str:
-    return hmac.digest(settings.WAYMARK_TOKEN_PEPPER.encode(), secret.encode(), hashlib.sha256).hex()  # one C call
+    return hmac.digest(_settings.WAYMARK_TOKEN_PEPPER.encode(), secret.encode(), hashlib.sha256).hex()  # one C call
 
 
 def split_token(plaintext: str) -> tuple[str, str] | None:

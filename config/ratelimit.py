@@ -37,11 +37,21 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 from django.core.cache.backends.redis import RedisCache
 
 from .errors import ApiError
+from .settings_snapshot import SettingsSnapshot
+
+# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+_settings = SettingsSnapshot(
+    "WAYMARK_API_RATE_FLUSH_SECONDS",
+    "WAYMARK_API_RATE_CHECK_SECONDS",
+    "WAYMARK_API_RATE_BATCH",
+    "WAYMARK_API_RATE_PER_TOKEN",
+    "WAYMARK_API_RATE_WINDOW_SECONDS",
+    "WAYMARK_API_AUTH_FAILURES_PER_IP",
+)
 
 MAX_COUNTERS = 10_000  # subjects kept per process; past it, counters of ended windows are dropped
 BATCH_SHARE_OF_LIMIT = 100  # a token's batch is at least a hundredth of its limit (token_batch)
@@ -160,7 +170,7 @@ def hit(scope: str, subject: str, *, limit: int, window: int, batch: int = 1) ->
             counter.read_at is None
             or counter.unflushed >= batch
             or counter.known + batch > limit
-            or time.monotonic() - counter.read_at >= settings.WAYMARK_API_RATE_FLUSH_SECONDS
+            or time.monotonic() - counter.read_at >= _settings.WAYMARK_API_RATE_FLUSH_SECONDS
         )
         if due:
             _flush(counter, _key(scope, subject, start), window)
@@ -175,7 +185,7 @@ def reached(scope: str, subject: str, *, limit: int, window: int) -> int | None:
     counter = counters.get(scope, subject, start)
     with counter.lock:
         stale = counter.read_at is None or (
-            time.monotonic() - counter.read_at >= settings.WAYMARK_API_RATE_CHECK_SECONDS
+            time.monotonic() - counter.read_at >= _settings.WAYMARK_API_RATE_CHECK_SECONDS
         )
         if stale:
             counter.shared = max(counter.shared, cache.get(_key(scope, subject, start)) or 0)
@@ -188,14 +198,14 @@ def reached(scope: str, subject: str, *, limit: int, window: int) -> int | None:
 
 def token_batch(limit: int) -> int:
     """The calls a process counts for a token before flushing: WAYMARK_API_RATE_BATCH, or 1% of a larger limit."""
-    return max(settings.WAYMARK_API_RATE_BATCH, limit // BATCH_SHARE_OF_LIMIT)
+    return max(_settings.WAYMARK_API_RATE_BATCH, limit // BATCH_SHARE_OF_LIMIT)
 
 
 def check_token(token_id: int) -> None:
     """Count one authenticated call; RateLimited past the token's limit."""
-    limit = settings.WAYMARK_API_RATE_PER_TOKEN
+    limit = _settings.WAYMARK_API_RATE_PER_TOKEN
     retry_after = hit(
-        "token", str(token_id), limit=limit, window=settings.WAYMARK_API_RATE_WINDOW_SECONDS, batch=token_batch(limit)
+        "token", str(token_id), limit=limit, window=_settings.WAYMARK_API_RATE_WINDOW_SECONDS, batch=token_batch(limit)
     )
     if retry_after is not None:
         raise RateLimited("too many requests for this token; retry after the window ends", retry_after)
@@ -206,8 +216,8 @@ def check_auth_failures(ip: str) -> None:
     retry_after = reached(
         "authfail",
         ip,
-        limit=settings.WAYMARK_API_AUTH_FAILURES_PER_IP,
-        window=settings.WAYMARK_API_RATE_WINDOW_SECONDS,
+        limit=_settings.WAYMARK_API_AUTH_FAILURES_PER_IP,
+        window=_settings.WAYMARK_API_RATE_WINDOW_SECONDS,
     )
     if retry_after is not None:
         raise RateLimited("too many failed authentications from your network address", retry_after)
@@ -217,6 +227,6 @@ def count_auth_failure(ip: str) -> None:
     hit(
         "authfail",
         ip,
-        limit=settings.WAYMARK_API_AUTH_FAILURES_PER_IP,
-        window=settings.WAYMARK_API_RATE_WINDOW_SECONDS,
+        limit=_settings.WAYMARK_API_AUTH_FAILURES_PER_IP,
+        window=_settings.WAYMARK_API_RATE_WINDOW_SECONDS,
     )
