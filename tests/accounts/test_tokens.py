@@ -259,3 +259,19 @@ def test_nobody_else_can_see_or_revoke_a_users_token(viewer, admin_user, reviewe
     anonymous = Client().post(url)
     assert anonymous.status_code == 302
     assert ApiToken.objects.get().revoked_at is None
+
+
+@pytest.mark.parametrize(
+    "pepper", ["short", "p" * 64, "a pepper longer than SHA-256's 64-byte block, hashed first by HMAC" * 2]
+)
+def test_the_digest_is_hmac_sha256_of_the_secret_under_the_pepper(settings, pepper):
+    import hashlib
+    import hmac
+
+    from accounts.tokens import digest_secret
+
+    settings.WAYMARK_TOKEN_PEPPER = pepper
+    for secret in ["", "s", "x" * 43, "ünïcode-secret"]:
+        expected = hmac.new(pepper.encode(), secret.encode(), hashlib.sha256).hexdigest()
+        assert digest_secret(secret) == expected
+        assert digest_secret(secret) == expected  # the keyed MAC is copied, never fed twice
