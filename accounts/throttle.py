@@ -18,9 +18,7 @@ from django.http import HttpRequest
 from config.settings_snapshot import SettingsSnapshot
 
 # Read on every API call: kept as plain attributes (config/settings_snapshot.py).
-_settings = SettingsSnapshot(
-    "WAYMARK_TRUSTED_PROXY_COUNT",
-)
+_settings = SettingsSnapshot("WAYMARK_TRUSTED_PROXY_COUNT")
 
 KINDS = ("username", "ip")
 

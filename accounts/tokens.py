@@ -8,9 +8,7 @@ import secrets
 from config.settings_snapshot import SettingsSnapshot
 
 # Read on every API call: kept as plain attributes (config/settings_snapshot.py).
-_settings = SettingsSnapshot(
-    "WAYMARK_TOKEN_PEPPER",
-)
+_settings = SettingsSnapshot("WAYMARK_TOKEN_PEPPER")
 
 TOKEN_PREFIX = "wm_"
 
