@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -62,20 +63,22 @@ _LATEST_COLUMNS = (
     "id", "created_at", "verb", "target_type", "target_id", "target_label",
     "actor_token_id", "actor_token__name", "actor_token__prefix", "actor_user__username",
 )  # fmt: skip
-_latest: dict[int, FixedQuery] = {}
 
 
 def latest_audit_events(limit: int) -> list[ListedEvent]:
     """The newest `limit` audit events with their actors' labels (one query, compiled once per thread: the
     dashboard's); callers blind them for their viewer (accounts.blinding)."""
-    query = _latest.get(limit)
-    if query is None:
-        query = _latest[limit] = FixedQuery(lambda: AuditEvent.objects.values_list(*_LATEST_COLUMNS)[:limit])
     events = []
-    for pk, created, verb, target_type, target_id, label, token_id, token_name, prefix, username in query.rows():
+    rows = _latest(limit).rows()
+    for pk, created, verb, target_type, target_id, label, token_id, token_name, prefix, username in rows:
         actor = actor_label(token=(token_name, prefix) if token_id else None, username=username)
         events.append(ListedEvent(pk, created, verb, target_type, target_id, label, actor))
     return events
+
+
+@functools.cache
+def _latest(limit: int) -> FixedQuery:
+    return FixedQuery(lambda: AuditEvent.objects.values_list(*_LATEST_COLUMNS)[:limit])
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
@@ -28,7 +28,7 @@ OPEN_DAYS = 2  # today and yesterday
 KEPT = 8  # windows kept per process (one per name, window start and generation in practice)
 
 _lock = threading.Lock()
-_kept: dict[tuple[str, str, date, date], tuple[Any, ...]] = {}
+_kept: dict[tuple[str, str, date, date], Any] = {}
 
 
 def first_open_day(today: date | None = None) -> date:
@@ -44,19 +44,17 @@ def generation() -> str | None:
         return None
 
 
-def closed(
-    first_day: date, open_from: date, read: Callable[[date, date], Sequence[Any]], *, name: str = "totals"
-) -> tuple[Any, ...]:
-    """What `read(first_day, open_from)` makes of the days from `first_day` up to (not including) `open_from` (their
-    totals, or a summary of them under another `name`): this process's copy for the current generation, else read
-    and kept."""
+def closed[T](first_day: date, open_from: date, read: Callable[[date, date], T], *, name: str) -> T:
+    """What `read(first_day, open_from)` makes of the days from `first_day` up to (not including) `open_from` (a
+    summary of their totals, kept under `name`; it must never be changed once made): this process's copy for the
+    current generation, else read and kept."""
     current = generation()
     if current is None:
-        return tuple(read(first_day, open_from))
+        return read(first_day, open_from)
     key = (current, name, first_day, open_from)
     found = _kept.get(key)
     if found is None:
-        found = tuple(read(first_day, open_from))
+        found = read(first_day, open_from)
         with _lock:
             if len(_kept) >= KEPT:
                 _kept.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -835,7 +836,7 @@ def production_window[S](
     every call. A caller that only needs sums over the window sums the closed days once."""
     open_from = max(first_day, closed_days.first_open_day(today))
     if first_day < open_from:
-        kept = closed_days.closed(first_day, open_from, lambda a, b: (summarize(_day_totals(a, b)),), name=name)[0]
+        kept = closed_days.closed(first_day, open_from, lambda a, b: summarize(_day_totals(a, b)), name=name)
     else:
         kept = summarize([])
     return kept, summarize(_day_totals(open_from, None))
@@ -862,16 +863,14 @@ def _day_totals(first_day: date, before: date | None) -> list[DayTotal]:
     ]
 
 
-_recent: dict[int, FixedQuery] = {}
-
-
 def recent_production_runs(limit: int) -> list[ListedRun]:
     """The newest production runs, as lists show them (one query, compiled once per thread: the dashboard's)."""
-    query = _recent.get(limit)
-    if query is None:
-        newest = Run.objects.production().order_by("-id").values_list(*LISTED_COLUMNS)
-        query = _recent[limit] = FixedQuery(lambda: newest[:limit])
-    return [ListedRun(*row) for row in query.rows()]
+    return [ListedRun(*row) for row in _newest_production(limit).rows()]
+
+
+@functools.cache
+def _newest_production(limit: int) -> FixedQuery:
+    return FixedQuery(lambda: Run.objects.production().order_by("-id").values_list(*LISTED_COLUMNS)[:limit])
 
 
 def run_ids_by_identity(identities: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
