@@ -14,16 +14,11 @@ by the rate limit (config.auth.authenticate remembers it passed).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
-from django.utils.csp import CSP, build_policy
 from django.views.decorators.csrf import csrf_exempt
 
 from graphs import api as graphs_api
@@ -64,34 +59,10 @@ def step_view(call: StepCall, ninja_view: Callable[..., HttpResponse]) -> Callab
             return api.on_exception(request, exc)
         if response is None:
             return ninja_view(request, **kwargs)
-        for header, value in security_policy_headers():
-            response.headers[header] = value
         return response
 
     view.__name__ = view.__qualname__ = f"step_{ninja_view.__name__}"
     return view
-
-
-@functools.cache
-def security_policy_headers() -> tuple[tuple[str, str], ...]:
-    """The Content-Security-Policy headers Django's middleware would add, built once per process: it builds them for
-    every response (a twentieth of a per-step 304 in process), in case a template used the request's nonce, which a
-    per-step answer never does (so a nonce named by the policy is left out, as the middleware leaves it out when
-    unused). Set here, they are kept as they are by the middleware. Built again after a test changes the policy."""
-    return tuple(
-        (str(header), build_policy(config))
-        for header, config in (
-            (CSP.HEADER_ENFORCE, settings.SECURE_CSP),
-            (CSP.HEADER_REPORT_ONLY, settings.SECURE_CSP_REPORT_ONLY),
-        )
-        if config
-    )
-
-
-@receiver(setting_changed)
-def _policy_changed(*, setting: str, **kwargs: object) -> None:
-    if setting.startswith("SECURE_CSP"):
-        security_policy_headers.cache_clear()
 
 
 def step_urlpatterns(prefix: str, ninja_patterns: list) -> list[URLPattern]:

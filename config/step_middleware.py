@@ -1,23 +1,34 @@
 """Browser-only middleware that the per-step API calls (config/step_api.py) skip.
 
 The per-step calls authenticate with a bearer token on every request and never read a session, the session's user
-or flash messages, and none of that can change their response. These subclasses of Django's own do their work for
-every other request and none for a per-step call (whose `request.user` starts anonymous, until the token check sets
-the token's user). What every response needs stays on for them too: the security headers (SecurityMiddleware, the
-Content-Security-Policy, X-Frame-Options), the request id, the URL and NUL guards, and the busy-database answer.
-CSRF stays as it is (the per-step views are csrf_exempt, and `check --deploy` looks for Django's class by name).
-Django's checks accept subclasses wherever they require the session, auth and messages middleware.
+or flash messages, never ask for a static file, never render a template (so never use a CSP nonce) and are never
+made by htmx; none of that can change their response. These subclasses of Django's, WhiteNoise's and django-htmx's
+middleware do their work for every other request and none for a per-step call (whose `request.user` starts
+anonymous, until the token check sets the token's user). The Content-Security-Policy stays on every per-step
+response, error answers included: built once per process (`security_policy_headers`) instead of once per response.
+What every response needs stays on as it is: SecurityMiddleware's headers, X-Frame-Options, the request id, the URL
+and NUL guards, and the busy-database answer. CSRF stays as it is (the per-step views are csrf_exempt, and
+`check --deploy` looks for Django's class by name). Django's checks accept subclasses wherever they require the
+session, auth and messages middleware.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
+from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csp import ContentSecurityPolicyMiddleware
+from django.utils.csp import CSP, build_policy
+from django_htmx.middleware import HtmxMiddleware
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from .step_api import API_PREFIX, STEP_CALLS
 
@@ -50,3 +61,47 @@ class BrowserAuthenticationMiddleware(AuthenticationMiddleware):
 class BrowserMessageMiddleware(MessageMiddleware):
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request) if is_step_call(request) else super().__call__(request)
+
+
+class BrowserStaticFilesMiddleware(WhiteNoiseMiddleware):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request) if is_step_call(request) else super().__call__(request)
+
+
+class BrowserHtmxMiddleware(HtmxMiddleware):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request) if is_step_call(request) else super().__call__(request)
+
+
+class PreparedPolicyMiddleware(ContentSecurityPolicyMiddleware):
+    """Django's Content-Security-Policy middleware; a per-step response gets the policy built once per process."""
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not is_step_call(request):
+            return super().__call__(request)
+        response = self.get_response(request)
+        for header, value in security_policy_headers():
+            if header not in response:  # as Django's: a policy the view set is kept
+                response.headers[header] = value
+        return response
+
+
+@functools.cache
+def security_policy_headers() -> tuple[tuple[str, str], ...]:
+    """The Content-Security-Policy headers Django's middleware would add to a response that used no nonce (a
+    nonce named by the policy is left out, as the middleware leaves out an unused one), built once per process:
+    Django's middleware builds them for every response. Built again after a test changes the policy."""
+    return tuple(
+        (str(header), build_policy(config))
+        for header, config in (
+            (CSP.HEADER_ENFORCE, settings.SECURE_CSP),
+            (CSP.HEADER_REPORT_ONLY, settings.SECURE_CSP_REPORT_ONLY),
+        )
+        if config
+    )
+
+
+@receiver(setting_changed)
+def _policy_changed(*, setting: str, **kwargs: object) -> None:
+    if setting.startswith("SECURE_CSP"):
+        security_policy_headers.cache_clear()

@@ -41,17 +41,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "django.middleware.csp.ContentSecurityPolicyMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    # Django's session, auth and messages middleware, skipped by the per-step API calls (config/step_api.py), which
-    # authenticate with a bearer token and use none of them (config/step_middleware.py)
+    # Django's CSP, WhiteNoise, session, auth, messages and htmx middleware, skipped by the per-step API calls
+    # (config/step_api.py), which authenticate with a bearer token and use none of them; their CSP is built once
+    # (config/step_middleware.py)
+    "config.step_middleware.PreparedPolicyMiddleware",
+    "config.step_middleware.BrowserStaticFilesMiddleware",
     "config.step_middleware.BrowserSessionMiddleware",
     "config.middleware.NotModifiedAwareCommonMiddleware",  # no Content-Length on a 304 (RFC 9110 §8.6)
     "django.middleware.csrf.CsrfViewMiddleware",  # by its own name: `check --deploy` looks for it (W003)
     "config.step_middleware.BrowserAuthenticationMiddleware",
     "config.step_middleware.BrowserMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    "config.step_middleware.BrowserHtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
     "config.middleware.LongUrlMiddleware",
     "config.middleware.RejectNulMiddleware",

@@ -222,6 +222,29 @@ def test_per_step_answers_carry_the_policy_the_middleware_builds_and_follow_a_ch
     assert client.get("/api/v1/openapi.json")["Content-Security-Policy"] == "default-src 'self'; script-src 'self'"
 
 
+def test_every_per_step_answer_carries_the_policy_errors_too(demo, token, client):
+    """The per-step paths skip Django's CSP middleware: the prepared policy reaches every answer on them, the
+    view's errors and the answers of the middleware after it alike, and a page still gets Django's own."""
+    page_policy = client.get("/accounts/login/")["Content-Security-Policy"]
+    auth = {"Authorization": f"Bearer {token}"}
+    answers = {
+        "unauthenticated": client.get(ACTIVE),
+        "unknown workspace": client.get("/api/v1/graphs/no-such-space/active", headers=auth),
+        "NUL guard": client.get(PROCEDURES + "?intent=a%00b", headers=auth),
+        "handed over (405)": client.delete(PROCEDURES, headers=auth),
+    }
+    assert {name: answer.status_code for name, answer in answers.items()} == {
+        "unauthenticated": 401,
+        "unknown workspace": 404,
+        "NUL guard": 422,
+        "handed over (405)": 405,
+    }
+    assert {name: answer["Content-Security-Policy"] for name, answer in answers.items()} == dict.fromkeys(
+        answers, page_policy
+    )
+    assert all(answer["X-Frame-Options"] == "DENY" for answer in answers.values())
+
+
 @pytest.mark.parametrize(
     "body",
     [
