@@ -57,9 +57,7 @@ def step_view(call: StepCall, ninja_view: Callable[..., HttpResponse]) -> Callab
             response = call.handler(request, **kwargs)
         except Exception as exc:  # the API's handlers answer (and log what they do not expect)
             return api.on_exception(request, exc)
-        if response is None:
-            return ninja_view(request, **kwargs)
-        return response
+        return ninja_view(request, **kwargs) if response is None else response
 
     view.__name__ = view.__qualname__ = f"step_{ninja_view.__name__}"
     return view

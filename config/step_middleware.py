@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
@@ -45,9 +46,17 @@ def is_step_call(request: HttpRequest) -> bool:
     return found
 
 
-class BrowserSessionMiddleware(SessionMiddleware):
+class SkippedOnStepCalls:
+    """Mixed in before a middleware class: a per-step call goes straight on to the next layer."""
+
+    get_response: Callable[[HttpRequest], HttpResponse]
+
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request) if is_step_call(request) else super().__call__(request)
+
+
+class BrowserSessionMiddleware(SkippedOnStepCalls, SessionMiddleware):
+    pass
 
 
 class BrowserAuthenticationMiddleware(AuthenticationMiddleware):
@@ -58,19 +67,16 @@ class BrowserAuthenticationMiddleware(AuthenticationMiddleware):
         return super().__call__(request)
 
 
-class BrowserMessageMiddleware(MessageMiddleware):
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request) if is_step_call(request) else super().__call__(request)
+class BrowserMessageMiddleware(SkippedOnStepCalls, MessageMiddleware):
+    pass
 
 
-class BrowserStaticFilesMiddleware(WhiteNoiseMiddleware):
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request) if is_step_call(request) else super().__call__(request)
+class BrowserStaticFilesMiddleware(SkippedOnStepCalls, WhiteNoiseMiddleware):
+    pass
 
 
-class BrowserHtmxMiddleware(HtmxMiddleware):
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request) if is_step_call(request) else super().__call__(request)
+class BrowserHtmxMiddleware(SkippedOnStepCalls, HtmxMiddleware):
+    pass
 
 
 class PreparedPolicyMiddleware(ContentSecurityPolicyMiddleware):
