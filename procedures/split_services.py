@@ -1,8 +1,9 @@
 """The seeded split of an intent's runs into training and held-out runs, kept in the database.
 
-Successful and failed runs are split alike: within each outcome the runs are ordered by their split key, the MD5
-of "<seed>:<run id>" (then by id), and the first round(n × share) are held out; the successful side keeps at least
-one run on each side (procedures.mining.split_ids states the rule in Python; docs/decisions.md).
+Successful and failed runs are split alike: within each outcome the runs are ordered by their split key, a 32-bit
+mix of the run id and the seed (procedures.mining.split_key; then by id), and the first round(n × share) are held
+out; the successful side keeps at least one run on each side (procedures.mining.split_ids states the rule in Python;
+docs/decisions.md).
 
 On PostgreSQL one statement computes the split once into a temporary table: each run's id, outcome and rank within
 its outcome by (split key, id), from a window function; a run is held out when its rank is at most its outcome's
@@ -24,14 +25,24 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import BooleanField, Case, CharField, Count, ExpressionWrapper, Max, Q, QuerySet, Value, When
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    Max,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import MD5, Cast, Concat
 
 from trajectories.choices import Outcome
 from trajectories.selectors import has_ok_step, run_queryset
 
-from .mining import held_out_count
+from .mining import held_out_count, split_key_sql
 
 # The version's run-id lists, and which runs of the split each holds.
 RUN_LISTS = ("training_run_ids", "held_out_run_ids", "source_run_ids", "skipped_run_ids")
@@ -42,7 +53,7 @@ _LIST_RUNS = {
     "skipped_run_ids": f"NOT held AND outcome = '{Outcome.SUCCESS.value}' AND NOT has_ok",  # training, no ok step
 }
 SKIPPED_SHOWN = 50
-Threshold = tuple[str, int] | None  # the (split key, id) of an outcome's last held-out run; None: none held out
+Threshold = tuple[int, int] | None  # the (split key, id) of an outcome's last held-out run; None: none held out
 _TABLE_NUMBERS = itertools.count(1)  # temporary tables are per session: a number per split made by this process
 
 
@@ -187,8 +198,7 @@ def split_runs(runs: QuerySet, *, held_out_share: float, seed: int) -> RunSplit:
     counts = {Outcome.SUCCESS: 0, Outcome.FAILURE: 0}
     newest = 0
     with connection.cursor() as cursor:
-        # The key in byte order (COLLATE "C", whatever the database's collation: hex digits sort as in Python). A
-        # run's rank within its outcome is the count of its outcome's runs so far in (key, id) order: one sort led
+        # A run's rank within its outcome is the count of its outcome's runs so far in (key, id) order: one sort led
         # by the key, measured 35% faster than partitioning by outcome (which leads the sort with a column of two
         # values, so nearly every comparison falls through to the full keys).
         cursor.execute(
@@ -196,8 +206,9 @@ def split_runs(runs: QuerySet, *, held_out_share: float, seed: int) -> RunSplit:
             f" THEN count(*) FILTER (WHERE r.outcome = %s) OVER ranked"
             f" ELSE count(*) FILTER (WHERE r.outcome <> %s) OVER ranked END)::integer AS rank"
             f" FROM ({sql}) AS r(id, outcome)"
-            f' WINDOW ranked AS (ORDER BY md5(%s || r.id::text) COLLATE "C", r.id ROWS UNBOUNDED PRECEDING)',
-            [*[Outcome.SUCCESS.value] * 3, *params, f"{seed}:"],
+            f" WINDOW ranked AS (ORDER BY {split_key_sql('r.id', seed, vendor='postgresql')}, r.id"
+            f" ROWS UNBOUNDED PRECEDING)",
+            [*[Outcome.SUCCESS.value] * 3, *params],
         )
         cursor.execute(f"SELECT outcome, count(*), max(id) FROM {table} GROUP BY outcome")
         for outcome, count, top in cursor.fetchall():
@@ -221,7 +232,11 @@ def _split_by_thresholds(runs: QuerySet, *, held_out_share: float, seed: int) ->
     for outcome, count, top in runs.values_list("outcome").annotate(count=Count("pk"), top=Max("pk")):
         counts[outcome] = count
         newest = max(newest, top)
-    keyed = runs.annotate(split_key=MD5(Concat(Value(f"{seed}:"), Cast("pk", CharField()))))
+    connection = connections[runs.db]
+    column = f"{connection.ops.quote_name(runs.model._meta.db_table)}.{connection.ops.quote_name('id')}"
+    keyed = runs.annotate(
+        split_key=RawSQL(split_key_sql(column, seed, vendor=connection.vendor), (), output_field=BigIntegerField())
+    )
     held_out = {
         Outcome.SUCCESS: held_out_count(counts[Outcome.SUCCESS], held_out_share=held_out_share, at_least_one=True),
         Outcome.FAILURE: held_out_count(counts[Outcome.FAILURE], held_out_share=held_out_share),

@@ -7,7 +7,7 @@ from django.db.models.expressions import RawSQL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from procedures.mining import held_out_count, split_ids, split_key
+from procedures.mining import held_out_count, split_ids, split_key, split_key_sql
 from procedures.models import Procedure, ProcedureVersion, ReplayRun
 from procedures.split_services import RUN_LISTS, create_with_run_lists, split_runs
 from tests.trajectories.factories import ingest, run_item, step_item
@@ -32,6 +32,32 @@ def test_the_split_partitions_the_ids_and_holds_out_the_lowest_keys(ids, share, 
     if split.held_out and split.training:
         assert max(split_key(seed, pk) for pk in split.held_out) < min(split_key(seed, pk) for pk in split.training)
     assert split_ids(list(reversed(ids)), held_out_share=share, seed=seed, at_least_one=at_least_one) == split
+
+
+@pytest.mark.parametrize("seed", [0, 17, 2**31 - 1])
+def test_the_key_spreads_consecutive_ids_without_a_period(seed):
+    # Runs arrive in id order and agents often cycle through tasks: the held-out fifth of 20,000 consecutive ids
+    # must be a fifth of every block of ids and of every residue class of a short cycle, not a pattern.
+    ids = range(1, 20_001)
+    held = set(split_ids(ids, held_out_share=0.2, seed=seed).held_out)
+    for start in range(1, 20_001, 2_000):
+        assert 0.16 < len(held & set(range(start, start + 2_000))) / 2_000 < 0.24
+    for period in range(2, 13):
+        for residue in range(period):
+            share = sum(1 for pk in held if pk % period == residue) / len(range(residue or period, 20_001, period))
+            assert 0.17 < share < 0.23, (period, residue, share)
+    assert split_ids(ids, held_out_share=0.2, seed=seed + 1).held_out != tuple(sorted(held))
+
+
+@pytest.mark.django_db
+def test_the_sql_key_is_the_python_key():
+    ids = [1, 2, 3, 65_535, 65_536, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**40 + 12_345, 2**63 - 1]
+    values = " UNION ALL ".join(f"SELECT CAST({pk} AS bigint) AS id" for pk in ids)
+    for seed in (0, 17, 2**31 - 1):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, {split_key_sql('ids.id', seed, vendor=connection.vendor)} FROM ({values}) ids")
+            assert dict(cursor.fetchall()) == {pk: split_key(seed, pk) for pk in ids}
+    assert all(0 <= split_key(17, pk) < 2**32 for pk in ids)
 
 
 def test_held_out_count_rounds_like_python_and_keeps_one_on_each_side():
