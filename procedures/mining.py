@@ -34,7 +34,7 @@ _WORD = 0xFFFFFFFF
 _MULTIPLIERS = (0x7FEB352D, 0x5BD1E995)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def seed_word(seed: int) -> int:
     """The seed as the 32-bit word every key of its split starts from: the first 4 bytes of the MD5 of its decimal
     digits, so nearby seeds give unrelated splits."""
