@@ -7,9 +7,11 @@
   hold (SELECT … FOR UPDATE SKIP LOCKED); every database also re-checks the status in a conditional update, so two
   claimers never get the same lease. The claiming token is stored (`claimed_by_token`); `worker` is informational.
 * `job_complete` accepts an answer only from the token of the latest claim (NotClaimant otherwise, even for a
-  repeat), then stores the answered run through trajectories.services.run_ingest_batch (same validation, all or
-  nothing) under a fixed identity (source "waymark-evaluation", external_id "job-<id>"): posting a result twice
-  stores one run and counts one answer.
+  repeat), then stores the answered run (the ingest format and validation, all or nothing) under a fixed identity
+  (source "waymark-evaluation", external_id "job-<id>") in the transaction that marks the job done, under the job's
+  row lock: posting a result twice stores one run and counts one answer. Ingest refuses that namespace
+  (trajectories.services), so no other writer can plant a run there; a run that holds a job's identity without
+  being its answer (stored before that refusal existed) is never counted: the job answers 409 `answer_taken`.
 * `jobs_reap` returns expired leases to the queue and expires jobs past their deadline.
 """
 
@@ -28,7 +30,7 @@ from accounts.services import Actor, audit_record
 
 from .jobs import job_kind
 from .models import EVALUATION_SOURCE, Job, JobStatus
-from .services import IngestInvalid, run_ingest_batch, validate_ingest_items
+from .services import AnswerIdentityTaken, IngestInvalid, run_record_job_answer, validate_job_answer
 
 RESULT_SOURCE = EVALUATION_SOURCE
 MAX_LEASE_SECONDS = 3600
@@ -41,6 +43,10 @@ class JobClosed(Exception):
 
 class NotClaimant(Exception):
     """The answer comes from another token than the one that claimed the job (its latest claim)."""
+
+
+class AnswerTaken(JobClosed):
+    """A run already holds this job's answer identity without being its answer: the job cannot be answered."""
 
 
 @dataclass(frozen=True)
@@ -178,10 +184,7 @@ def job_complete(*, job: Job, run_items: Any, actor: Actor | None = None, now: d
     _check_claimant(job, actor)
     if job.status == JobStatus.DONE:
         return JobAnswer(job=job, run_id=job.result_run_id, counted=False)
-    items = _one_run(job, run_items)
-    validate_ingest_items(items)
-    ingested = run_ingest_batch(actor=actor, items=items)
-    run_id = (ingested.created_ids or ingested.existing_ids)[0]
+    answer = validate_job_answer(_one_run(job, run_items)[0])  # bad input fails before any lock is taken
     with transaction.atomic(durable=True):
         locked = Job.objects.select_for_update().get(pk=job.pk)
         if locked.status != JobStatus.DONE:
@@ -189,6 +192,10 @@ def job_complete(*, job: Job, run_items: Any, actor: Actor | None = None, now: d
         _check_claimant(locked, actor)
         if locked.status == JobStatus.DONE:
             return JobAnswer(job=locked, run_id=locked.result_run_id, counted=False)
+        try:
+            run_id = run_record_job_answer(actor=actor, run=answer)
+        except AnswerIdentityTaken as taken:
+            raise AnswerTaken(f"job {locked.pk} cannot be answered: {taken}") from None
         before = {"status": locked.status, "lease_owner": locked.lease_owner}
         locked.status = JobStatus.DONE
         locked.result_run_id = run_id
@@ -205,20 +212,35 @@ def job_complete(*, job: Job, run_items: Any, actor: Actor | None = None, now: d
 
 
 def answering_agents(subject: str) -> list[dict[str, Any]]:
-    """Who produced the counted answers of `subject`'s jobs: one row per claiming token, with its agent identity
-    (username), token name and number of answers; the evidence a gate report names."""
+    """Who produced the counted answers of `subject`'s jobs: one row per answering token, with its agent identity
+    (username), token name and lookup prefix, the number of answers and the ids of the runs they answered with; the
+    evidence a gate report names. An answer is counted exactly when its job is done with a run, and that run was
+    written by this token in the transaction that closed the job (job_complete)."""
     rows = (
         Job.objects.filter(subject=subject, status=JobStatus.DONE, result_run__isnull=False)
-        .values_list("claimed_by_token__user__username", "claimed_by_token__user__is_agent", "claimed_by_token__name")
-        .order_by()
+        .values_list(
+            "claimed_by_token__user__username",
+            "claimed_by_token__user__is_agent",
+            "claimed_by_token__name",
+            "claimed_by_token__prefix",
+            "result_run_id",
+        )
+        .order_by("result_run_id")
     )
-    counts: dict[tuple, int] = {}
-    for username, is_agent, token_name in rows:
-        key = (username or "unknown", bool(is_agent), token_name or "")
-        counts[key] = counts.get(key, 0) + 1
+    runs: dict[tuple, list[int]] = {}
+    for username, is_agent, token_name, prefix, run_id in rows:
+        key = (username or "unknown", bool(is_agent), token_name or "", prefix or "")
+        runs.setdefault(key, []).append(run_id)
     return [
-        {"agent": username, "is_agent": is_agent, "token": token_name, "answers": answers}
-        for (username, is_agent, token_name), answers in sorted(counts.items())
+        {
+            "agent": username,
+            "is_agent": is_agent,
+            "token": token_name,
+            "token_prefix": prefix,
+            "answers": len(run_ids),
+            "run_ids": run_ids,
+        }
+        for (username, is_agent, token_name, prefix), run_ids in sorted(runs.items())
     ]
 
 

@@ -38,8 +38,9 @@ RESULT_RESPONSES = {
 }
 RESULT_DESCRIPTION = (
     "201 when the answer is counted; 200 when the job was answered already (the repeat is not counted again). 422 "
-    "names the invalid fields and nothing is written; 409 when the job is past its deadline or was never claimed; 403 "
-    "`not_claimant` when another token claimed the job (only the claiming token's answer is accepted)."
+    "names the invalid fields and nothing is written; 409 `job_closed` when the job is past its deadline or was never "
+    "claimed (`answer_taken` when a run stored outside the job protocol holds the answer's identity: never counted); "
+    "403 `not_claimant` when another token claimed the job (only the claiming token's answer is accepted)."
 )
 
 
@@ -67,6 +68,8 @@ def answer_job(request: HttpRequest, *, job_id: int, run: dict[str, Any], kind: 
         raise ApiError(
             422, "invalid", "the run does not match the ingest format; nothing was written", {"errors": exc.errors}
         )
+    except job_services.AnswerTaken as exc:
+        raise ApiError(409, "answer_taken", str(exc), {"job_id": job.pk})
     except job_services.JobClosed as exc:
         raise ApiError(409, "job_closed", str(exc))
     except job_services.NotClaimant as exc:

@@ -1,9 +1,17 @@
-"""Every write in trajectories: `run_ingest_batch`, used by the ingest API, the importers and the demo seed."""
+"""Every write in trajectories: `run_ingest_batch`, used by the ingest API, OTLP, the importers and the demo seed,
+and `run_record_job_answer`, the one writer of runs in the evaluation namespace (trajectories.job_services).
+
+The evaluation namespace is Waymark's own: runs whose source starts with "waymark-" (EVALUATION_SOURCE is
+"waymark-evaluation") and runs whose external id has the job protocol's shape "job-<digits>". Ingest refuses both,
+so a run that gate evidence reads was written as the answer of a claimed job, by the token that claimed it, in the
+transaction that marked the job done (docs/decisions.md, "Evidence only through the job that asked for it").
+"""
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,12 +30,14 @@ from . import copy_ingest, rollup
 from .core.redaction import Redactor
 from .core.search import SearchStep, search_document
 from .core.steps import DEFAULT_FAMILY_MAP, normalize_tool, safe_arguments
-from .models import Run, Step
+from .models import EVALUATION_SOURCE, Run, Step
 from .schemas import RunIn, StepIn
 
 OBSERVATION_MAX_CHARS = 8000
 _RUN_ITEMS = TypeAdapter(list[RunIn])
 _NOT_FAMILY_CHARS = re.compile(r"[^a-z0-9_-]")
+RESERVED_SOURCE_PREFIX = "waymark-"
+_JOB_ID_SHAPE = re.compile(r"job-[0-9]+", re.IGNORECASE)
 
 
 class IngestInvalid(ValueError):
@@ -65,8 +75,8 @@ def current_redactor() -> Redactor:
     return _redactor(tuple(settings.WAYMARK_REDACT_PATTERNS or ()))
 
 
-def validate_ingest_items(items: Sequence[Any]) -> list[RunIn]:
-    """The items as run schemas, or IngestInvalid naming each bad item's index and field. Writes nothing."""
+def _validated(items: Sequence[Any]) -> list[RunIn]:
+    """The items as run schemas, or IngestInvalid naming each bad item's index and field (duplicates included)."""
     if not isinstance(items, list | tuple):
         raise IngestInvalid([{"loc": ["runs"], "msg": "must be a list of runs", "type": "list_type"}])
     try:
@@ -88,6 +98,62 @@ def validate_ingest_items(items: Sequence[Any]) -> list[RunIn]:
                 }
             )
         first_index.setdefault(key, index)
+    if errors:
+        raise IngestInvalid(errors)
+    return runs
+
+
+def _folded(text: str) -> str:
+    """`text` as it reads: compatibility forms folded (NFKC: full-width letters and digits), case folded, every
+    dash-like character a hyphen-minus. Two ids that fold alike look alike on a page."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    if folded.isascii():
+        return folded
+    return "".join("-" if unicodedata.category(char) == "Pd" else char for char in folded)
+
+
+@functools.lru_cache(maxsize=1024)
+def is_reserved_source(source: str) -> bool:
+    """Sources starting with "waymark-" (as they read: any case, full-width forms, any dash) are Waymark's own."""
+    return _folded(source).startswith(RESERVED_SOURCE_PREFIX)
+
+
+def has_job_id_shape(external_id: str) -> bool:
+    """The shape of the job protocol's answer ids, "job-<digits>" (as it reads)."""
+    return _JOB_ID_SHAPE.fullmatch(_folded(external_id)) is not None
+
+
+def _reserved_identity_errors(runs: Sequence[RunIn]) -> list[dict[str, Any]]:
+    errors = []
+    for index, run in enumerate(runs):
+        if is_reserved_source(run.source):
+            errors.append(
+                {
+                    "loc": ["runs", index, "source"],
+                    "msg": f"the source {run.source!r} is reserved: sources starting with "
+                    f"{RESERVED_SOURCE_PREFIX!r} are Waymark's own ({EVALUATION_SOURCE!r} holds the answers of "
+                    "evaluation jobs, which only POST /api/v1/jobs/{id}/result writes)",
+                    "type": "reserved_source",
+                }
+            )
+        if has_job_id_shape(run.external_id):
+            errors.append(
+                {
+                    "loc": ["runs", index, "external_id"],
+                    "msg": f"the external_id {run.external_id!r} has the shape of an evaluation job's answer "
+                    '("job-<number>"), which only POST /api/v1/jobs/{id}/result writes: name the run otherwise',
+                    "type": "reserved_external_id",
+                }
+            )
+    return errors
+
+
+def validate_ingest_items(items: Sequence[Any]) -> list[RunIn]:
+    """The items as run schemas, or IngestInvalid naming each bad item's index and field. Writes nothing. The
+    evaluation namespace (a "waymark-" source, a "job-<digits>" external id) is refused here: only
+    `run_record_job_answer` writes it."""
+    runs = _validated(items)
+    errors = _reserved_identity_errors(runs)
     if errors:
         raise IngestInvalid(errors)
     return runs
@@ -301,3 +367,40 @@ def run_ingest_batch(*, actor: Actor, items: Sequence[Any]) -> IngestResult:
         return _write(actor=actor, prepared=prepared, use_copy=use_copy)
     except _Raced:
         return _write(actor=actor, prepared=prepared, use_copy=use_copy)
+
+
+class AnswerIdentityTaken(Exception):
+    """A run already holds the identity of a job's answer without being that job's answer (it was stored before
+    ingest refused the evaluation namespace): it is never counted, and the job cannot be answered."""
+
+
+def validate_job_answer(item: Any) -> RunIn:
+    """The run answering a job (its reserved identity set by trajectories.job_services), or IngestInvalid naming the
+    bad fields. Writes nothing."""
+    return _validated([item])[0]
+
+
+def run_record_job_answer(*, actor: Actor, run: RunIn) -> int:
+    """Store the run answering an evaluation job (as `validate_job_answer` gave it) and return its id. Only
+    trajectories.job_services calls it, inside the transaction that marks the job done under the job's row lock, so
+    a run in the evaluation namespace exists exactly when its job is done, written by the answering token.
+    AnswerIdentityTaken when a run holds the identity already."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("run_record_job_answer must run inside the transaction that marks the job done")
+    if run.source != EVALUATION_SOURCE or not has_job_id_shape(run.external_id):
+        raise ValueError(f"a job answer is stored under ({EVALUATION_SOURCE!r}, 'job-<id>'), not {run.source!r}")
+    prepared = [_prepare(run, current_redactor(), timezone.now())]
+    if _existing_ids(prepared):
+        raise AnswerIdentityTaken(
+            f"a run named {prepared[0].key[0]}/{prepared[0].key[1]} exists and is not this job's answer"
+        )
+    created = _insert_orm(prepared)  # one run: the portable writer on every database
+    rollup.record(dict(zip(RUN_COLUMNS, p.run, strict=True)) for p in prepared)
+    run_id = created[prepared[0].key]
+    audit_record(
+        actor=actor,
+        verb="trajectories.ingest",
+        target=("trajectories.run", f"{run_id}..{run_id}"),
+        after={"created": 1, "existing": 0, "steps": len(prepared[0].steps), "sources": [EVALUATION_SOURCE]},
+    )
+    return run_id

@@ -200,17 +200,22 @@ def test_a_source_filter_is_compared_in_nfc_like_ingest(viewer):
 # --- evaluation runs -----------------------------------------------------------------------------------------------
 
 
+def the_evaluation_run() -> str:
+    """The fleet's evaluation run, as the job protocol named it ("job-<id>")."""
+    (external_id,) = Run.objects.filter(source=EVALUATION_SOURCE).values_list("external_id", flat=True)
+    return external_id
+
+
 def test_evaluation_runs_are_left_out_of_the_list_and_its_counts_unless_asked(viewer, fleet):
     client = logged_in(viewer)
-    assert "job-1" not in shown(client, "")
+    answer = the_evaluation_run()
+    assert answer not in shown(client, "")
     assert client.get(LIST).context["totals"].runs == 4
-    assert shown(client, "kind=evaluation") == ["job-1"]
+    assert shown(client, "kind=evaluation") == [answer]
     everything = client.get(f"{LIST}?kind=all")
-    assert everything.context["totals"].runs == 5 and "job-1" in [
-        r.external_id for r in everything.context["page"].runs
-    ]
+    assert everything.context["totals"].runs == 5 and answer in [r.external_id for r in everything.context["page"].runs]
     assert shown(client, "q=evaluation") == []
-    assert shown(client, "q=evaluation&kind=evaluation") == ["job-1"]
+    assert shown(client, "q=evaluation&kind=evaluation") == [answer]
 
 
 # --- totals --------------------------------------------------------------------------------------------------------
@@ -428,14 +433,29 @@ def export_lines(client, query: str = "") -> list[dict]:
 
 def test_the_export_round_trips_through_the_ingest_api(viewer, fleet, api_client, make_agent_token):
     Run.objects.filter(external_id="alpha").update(metadata={"model": "demo", "nested": {"k": [1, "é"]}})
-    lines = export_lines(logged_in(viewer), "kind=all")
-    assert [line["external_id"] for line in lines] == ["alpha", "bravo", "charlie", "delta", "job-1"]
+    lines = export_lines(logged_in(viewer))
+    assert [line["external_id"] for line in lines] == ["alpha", "bravo", "charlie", "delta"]
     before = snapshot()
-    Run.objects.all().delete()
+    Run.objects.exclude(source=EVALUATION_SOURCE).delete()  # the evaluation run stays (its job holds it)
     token = make_agent_token("trajectories:write")
     response = api_client.post("/api/v1/trajectories", {"runs": lines}, token=token)
     assert response.status_code == 201, response.content
     assert snapshot() == before
+
+
+def test_an_export_holding_evaluation_runs_is_refused_by_the_ingest_whole(viewer, fleet, api_client, make_agent_token):
+    lines = export_lines(logged_in(viewer), "kind=all")
+    assert [line["external_id"] for line in lines] == ["alpha", "bravo", "charlie", "delta", the_evaluation_run()]
+    token = make_agent_token("trajectories:write")
+    before = Run.objects.count()
+    response = api_client.post("/api/v1/trajectories", {"runs": lines}, token=token)
+    assert response.status_code == 422, response.content
+    errors = response.json()["details"]["errors"]
+    assert [(e["loc"], e["type"]) for e in errors] == [
+        (["runs", 4, "source"], "reserved_source"),
+        (["runs", 4, "external_id"], "reserved_external_id"),
+    ]
+    assert Run.objects.count() == before
 
 
 def test_the_export_carries_the_filters_and_leaves_evaluation_runs_out_by_default(viewer, fleet):
