@@ -4,8 +4,11 @@ A run advances one Celery step at a time. The first step takes the baseline (the
 each later step runs exactly one round (max_rounds=1, the retained evaluation passed as the baseline). Everything a
 round writes goes to the workspace's revision chains through the reference stores, checkpoints included, so a step
 that dies anywhere is finished by the next one: it resumes the round from its checkpoint with no second evaluation
-and no second accept. A step holds the run's lease (heartbeat at every stage and model call); a redelivered message
-or the reaper re-enqueues a run whose lease ran out.
+and no second accept. What the next step reads from the run row (the baseline and retained best, the meter, the
+rounds done) is written in the transaction of the write that makes it true (graphs/evolution/stores.py), and a step
+first ends a run whose last recorded round called for it, so a resumed run decides exactly as it would have without
+the crash. A step holds the run's lease (heartbeat at every stage and model call); a redelivered message or the
+reaper re-enqueues a run whose lease ran out.
 """
 
 from __future__ import annotations
@@ -39,7 +42,16 @@ from llm.selectors import calls_for_subject_prefix
 
 from ..models import EvolutionRound, EvolutionRun, Workspace
 from .sources import TWO_HOP, DeclaredContext, build_sources, check_evaluator
-from .stores import ROUND_SUBJECT, DbCheckpointStore, DbRevisionStore, RunGraphStore, RunRejectionStore, round_subject
+from .stores import (
+    ROUND_SUBJECT,
+    DbCheckpointStore,
+    DbRevisionStore,
+    RunBaselineRecorder,
+    RunCheckpointStore,
+    RunGraphStore,
+    RunRejectionStore,
+    round_subject,
+)
 
 log = logging.getLogger(__name__)
 
@@ -484,9 +496,12 @@ def _next_iteration(workspace: Workspace) -> int:
 
 
 def _advance(run: EvolutionRun, worker: str) -> StepResult:
+    gate = build_gate(run.gate)
+    ending = _ending_on_record(run, gate)
+    if ending is not None:
+        return StepResult(_end(run, worker, *ending), False)
     workspace = run.workspace
     store = DbRevisionStore(workspace)
-    rejection_store = RunRejectionStore(store, workspace.slug, run=run)
     iteration = _next_iteration(workspace)
     taking_baseline = run.best is None
     recorded = _model_for(run, iteration)
@@ -500,21 +515,44 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
     evaluator = sources.evaluator
     if config.objective_context is not None:
         evaluator = DeclaredContext(evaluator, config.objective_context)
+    if taking_baseline:
+        evaluator = RunBaselineRecorder(
+            evaluator, run=run, meter=meter, first_iteration=iteration, objective_mode=config.objective_mode
+        )
     report = evolve(
         config=config,
         model=HookedModel(recorded, meter, hooks),
         graph_store=RunGraphStore(store, workspace.slug, run=run),
-        rejection_store=rejection_store,
+        rejection_store=RunRejectionStore(store, workspace.slug, run=run, meter=meter),
         trace_source=sources.trace_source,
         evaluator=evaluator,
-        gate=build_gate(run.gate),
+        gate=gate,
         trace_store=RevisionTraceStore(store, workspace.slug),
-        checkpoint_store=DbCheckpointStore(store, workspace.slug),
+        checkpoint_store=RunCheckpointStore(store, workspace.slug, run=run, meter=meter),
         hooks=hooks,
         baseline=None if taking_baseline else Evaluation.from_document(run.best),
         available_tools=list(sources.available_tools) if sources.available_tools else None,
     )
     return _settle(run, worker, report, meter, hooks, first_iteration=iteration)
+
+
+def _ending_on_record(run: EvolutionRun, gate) -> tuple[str, str] | None:
+    """The ending the run's last recorded round called for (spec §6 step 7, then the run's own limits). The step that
+    recorded the round ends the run itself; when that step died first, its successor finds the ending here instead
+    of running a round too many."""
+    last = EvolutionRound.objects.filter(run=run).order_by("-iteration").first()
+    if last is None or run.best is None:
+        return None
+    best = Evaluation.from_document(run.best)
+    reason = "max_rounds"  # the step's loop ended with its one round
+    if last.outcome == "accepted" and gate.decide(best, best).stop:
+        reason = "perfect"
+    elif last.decision is not None:
+        checkpoints = DbCheckpointStore(DbRevisionStore(run.workspace), run.workspace.slug)
+        decision = checkpoints.decision(last.iteration)
+        if decision is not None and decision.stop:
+            reason = "gate_stop"
+    return _ending(run, reason, EvolutionRound.objects.filter(run=run).count())
 
 
 def _settle(

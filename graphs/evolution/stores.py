@@ -2,9 +2,16 @@
 
 `DbRevisionStore` is the reference RevisionStore over `graphs.models.Revision` (graphs.revisions does the appends,
 so a stale writer gets HeadMoved and a chain never forks). The layer stores of graphs.core.stores run on it
-unchanged, except two of a run: its graph store accepts through the audited service (the revision's meta names the
-run), and its rejection store records the round's `EvolutionRound` row in the transaction of the rejection-memory
-revision, so the row exists exactly when the round is recorded, whatever dies when.
+unchanged, except those of a run, which also keep on the run row what its next step reads, in the transaction of the
+write that makes it true, so a step that dies anywhere leaves its successor the state an uninterrupted step would:
+
+- the graph store accepts through the audited service (the revision's meta names the run);
+- the rejection store records the round's `EvolutionRound` row, the rounds done, the retained best (the accepted
+  candidate's evaluation) and the meter in the transaction of the rejection-memory revision;
+- the checkpoint store writes the meter with every checkpoint, so an evaluation a checkpoint holds is counted exactly
+  when a resumed round can reuse it;
+- the first step's evaluator writes the baseline (as baseline and best, with the meter that counts it) as soon as it
+  is measured.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from django.db import transaction
 from django.db.models import Count, Sum
 
 from accounts.services import Actor
-from graphs.core.rejections import RejectionEntry, RejectionMemory
+from graphs.core.budget import Meter
+from graphs.core.evaluation import Decision, Evaluation
+from graphs.core.rejections import ACCEPTED, RejectionEntry, RejectionMemory
 from graphs.core.stores import (
     CHECKPOINT_WINDOW,
     Candidate,
@@ -124,6 +133,79 @@ class DbCheckpointStore(RevisionCheckpointStore):
         payload = document.get("payload")
         return dict(payload) if isinstance(payload, Mapping) else None
 
+    def decision(self, iteration: int) -> Decision | None:
+        """The gate's decision checkpointed for a round (checkpoint #3, stop flag included), None for a round no gate
+        decided."""
+        document = (
+            RevisionRow.objects.filter(
+                workspace=self.store.workspace(self.workspace),
+                kind=CHECKPOINTS,
+                meta__iteration=iteration,
+                document__payload__has_key="decision",
+            )
+            .order_by("-seq")
+            .values_list("document", flat=True)
+            .first()
+        )
+        if not isinstance(document, Mapping) or document.get("iteration") != iteration:
+            return None
+        return Decision.from_document(document["payload"]["decision"])
+
+
+def record_progress(run: EvolutionRun, **fields: Any) -> None:
+    """Write on the run what its next step reads, in the caller's transaction (and on the instance in hand)."""
+    EvolutionRun.objects.filter(pk=run.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(run, key, value)
+
+
+class RunCheckpointStore(DbCheckpointStore):
+    """The checkpoint store of one run: every checkpoint writes the run's meter in its transaction. Checkpoint #2
+    holds the candidate's evaluation, which a resumed round reuses without counting it again, so the count must be
+    on the run exactly when that checkpoint is."""
+
+    def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun, meter: Meter) -> None:
+        super().__init__(store, workspace)
+        self.run = run
+        self.meter = meter
+
+    def save(self, iteration: int, payload: Mapping[str, Any]) -> None:
+        with transaction.atomic():
+            super().save(iteration, payload)
+            record_progress(self.run, meter=self.meter.to_dict())
+
+
+class RunBaselineRecorder:
+    """The evaluator of a run's first step: the baseline it measures is written on the run (as its baseline and its
+    retained best, with the meter that counts it) before the loop goes on, so a step that dies after measuring it
+    leaves its successor nothing to measure again. In objective mode a baseline that does not name the graph it was
+    asked about is left for the loop to refuse."""
+
+    def __init__(
+        self, evaluator: Any, *, run: EvolutionRun, meter: Meter, first_iteration: int, objective_mode: bool
+    ) -> None:
+        self.evaluator = evaluator
+        self.run = run
+        self.meter = meter
+        self.first_iteration = first_iteration
+        self.objective_mode = objective_mode
+
+    def evaluate(self, ref: str | None, graph: Any, *, iteration: int, purpose: str) -> Evaluation:
+        evaluation = self.evaluator.evaluate(ref, graph, iteration=iteration, purpose=purpose)
+        if purpose == "baseline" and (not self.objective_mode or evaluation.ref == ref):
+            document = evaluation.to_document()
+            # The loop counts the evaluation as soon as this returns: the meter recorded is the one that counts it.
+            meter = {**self.meter.to_dict(), "evaluations": self.meter.evaluations + 1}
+            record_progress(
+                self.run,
+                meter=meter,
+                baseline=document,
+                best=document,
+                first_iteration=self.first_iteration,
+                attempts=0,
+            )
+        return evaluation
+
 
 class RunGraphStore(RevisionGraphStore):
     """The graph store of one run: an accepted candidate goes through graphs.services (audited, validated) and its
@@ -154,25 +236,32 @@ class RunGraphStore(RevisionGraphStore):
 
 
 class RunRejectionStore(RevisionRejectionStore):
-    """The rejection store of one run: each save also writes the round's row (once: unique (run, iteration))."""
+    """The rejection store of one run: each save also writes the round's row (once: unique (run, iteration)) and, on
+    the run, the rounds done, the meter and, for an accepted round, the retained best: the next step compares its
+    candidate with that best, so it must be on the run exactly when the round is."""
 
-    def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun) -> None:
+    def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun, meter: Meter) -> None:
         super().__init__(store, workspace)
         self.store = store
         self.run = run
+        self.meter = meter
 
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str:
         with transaction.atomic():
             ref = super().save(memory, expected_ref=expected_ref, iteration=iteration)
             workspace = self.store.workspace(self.workspace)
+            entry = memory.entries[-1]
             record_round(
                 run=self.run,
                 workspace=workspace,
-                entry=memory.entries[-1],
+                entry=entry,
                 rejections_revision=self.store.row(self.workspace, REJECTIONS, ref),
             )
+            progress: dict[str, Any] = {"rounds_done": EvolutionRound.objects.filter(run=self.run).count()}
+            if entry.kind == ACCEPTED and entry.validation is not None:
+                progress["best"] = entry.validation.to_document()
             # Progress: the count of steps that died in a row starts again.
-            EvolutionRun.objects.filter(pk=self.run.pk).update(attempts=0)
+            record_progress(self.run, meter=self.meter.to_dict(), attempts=0, **progress)
         return ref
 
 
