@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core import checks
 from django.core.signals import request_finished
 from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 
@@ -18,6 +19,9 @@ class AccountsConfig(AppConfig):
         # The role groups exist after every `migrate` (and after the test runner's flushes).
         post_migrate.connect(_ensure_roles_after_migrate, sender=self, dispatch_uid="accounts.ensure_roles")
         self._invalidate_cached_tokens()
+        from . import throttle
+
+        checks.register(throttle.check_limits)
 
     def _invalidate_cached_tokens(self) -> None:
         """Any change to a token, a user or a user's groups drops every process's cached tokens

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import forms
+from django.utils import timezone
 
 from .roles import SCOPES
 from .selectors import AuditCursor, AuditFilters
+from .tokens import MAX_EXPIRY_DAYS, expiry_after
+
+_DAYS = f"a whole number of days from 1 to {MAX_EXPIRY_DAYS}, or leave it empty for a token that never expires"
 
 
 class TokenCreateForm(forms.Form):
@@ -15,6 +21,20 @@ class TokenCreateForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Choose at least one scope."},
     )
+    expires_in_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_EXPIRY_DAYS,
+        error_messages={
+            "invalid": f"Enter {_DAYS}.",
+            "min_value": "A token lasts at least 1 day.",
+            "max_value": f"A token lasts at most {MAX_EXPIRY_DAYS} days.",
+        },
+    )
+
+    def expires_at(self) -> datetime | None:
+        """When the token expires, counted from now (None: never); call after is_valid()."""
+        return expiry_after(self.cleaned_data.get("expires_in_days"), timezone.now())
 
 
 class AgentCreateForm(forms.Form):

@@ -1,5 +1,8 @@
+from datetime import datetime
+
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.utils import timezone
 
 from .roles import Role
 
@@ -98,6 +101,8 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # None: never expires. From this instant on the token is refused (401, "expired"); set once, at creation.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -105,9 +110,20 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return token_label(self.name, self.prefix)
 
+    def expired(self, now: datetime | None = None) -> bool:
+        """Whether the token has expired at `now` (default: the current time); expired at `expires_at` itself."""
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+    @property
+    def state(self) -> str:
+        """The state: "revoked", "expired" or "active" (revoked wins over expired)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expired() else "active"
+
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.state == "active"
 
 
 class AuditEventQuerySet(models.QuerySet):

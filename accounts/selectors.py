@@ -144,9 +144,14 @@ def audit_events(filters: AuditFilters) -> QuerySet[AuditEvent]:
     return events.order_by("-created_at", "-id")
 
 
-def audit_page(filters: AuditFilters, *, after: AuditCursor | None = None, size: int = AUDIT_PAGE_SIZE) -> AuditPage:
-    """One page of events, newest first, in one query whatever the page holds."""
+def audit_page(
+    filters: AuditFilters, *, after: AuditCursor | None = None, size: int = AUDIT_PAGE_SIZE, hide: Q | None = None
+) -> AuditPage:
+    """One page of events, newest first, in one query whatever the page holds; `hide` matches events left out
+    (accounts.blinding.sealed_events), so the page is still full."""
     events = audit_events(filters)
+    if hide is not None:
+        events = events.exclude(hide)
     if after is not None:
         events = events.filter(Q(created_at__lt=after.created_at) | Q(created_at=after.created_at, id__lt=after.id))
     rows = list(events[: size + 1])

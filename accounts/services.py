@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -12,11 +14,27 @@ from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.utils import timezone
 
+from config.text import plain_identifier_error
+
 from . import throttle, token_cache
 from .models import ApiToken, AuditEvent, User
 from .request_context import current_request_id
 from .roles import RESTRICTED_SCOPES, SCOPES, Role, scope_requirement, scopes_allowed_for
-from .tokens import digest_secret, new_token, split_token
+from .tokens import (
+    INACTIVE_USER,
+    MALFORMED,
+    MAX_EXPIRY_DAYS,
+    REVOKED,
+    UNKNOWN,
+    WRONG_SECRET,
+    Refusal,
+    digest_secret,
+    expired_refusal,
+    new_token,
+    split_token,
+)
+
+log = logging.getLogger("waymark.auth")
 
 
 @dataclass(frozen=True)
@@ -74,13 +92,18 @@ def audit_record(
     )
 
 
-def api_token_create(*, actor: Actor, user: User, name: str, scopes: list[str]) -> tuple[ApiToken, str]:
-    """Create a token for `user`; returns it with its plaintext, which is never stored and shown once."""
+def api_token_create(
+    *, actor: Actor, user: User, name: str, scopes: list[str], expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """Create a token for `user`, valid until `expires_at` (None: until it is revoked); returns it with its plaintext,
+    which is never stored and shown once."""
     name = name.strip()
     if not name:
         raise ValueError("a token needs a name")
     if len(name) > 100:
         raise ValueError("a token name has at most 100 characters")
+    if problem := plain_identifier_error(name):
+        raise ValueError(f"a token name {problem}")
     if not scopes:
         raise ValueError("a token needs at least one scope")
     unknown = sorted(set(scopes) - set(SCOPES))
@@ -92,16 +115,38 @@ def api_token_create(*, actor: Actor, user: User, name: str, scopes: list[str]) 
     if refused:
         needs = ", ".join(f"{scope} needs {scope_requirement(scope)}" for scope in refused)
         raise ValueError(f"scope(s) not allowed for {user.username}: {needs}")
+    _check_expiry(expires_at)
     plaintext, prefix, digest = new_token()
     with transaction.atomic(durable=True):
-        token = ApiToken.objects.create(user=user, name=name[:100], prefix=prefix, digest=digest, scopes=sorted(scopes))
+        token = ApiToken.objects.create(
+            user=user, name=name[:100], prefix=prefix, digest=digest, scopes=sorted(scopes), expires_at=expires_at
+        )
         audit_record(
             actor=actor,
             verb="api_token.create",
             target=token,
-            after={"name": token.name, "scopes": token.scopes},
+            after={
+                "name": token.name,
+                "scopes": token.scopes,
+                "expires_at": expires_at.isoformat() if expires_at is not None else None,
+            },
         )
     return token, plaintext
+
+
+def _check_expiry(expires_at: datetime | None) -> None:
+    """ValueError unless `expires_at` is None or an aware time in the future, at most MAX_EXPIRY_DAYS from now."""
+    if expires_at is None:
+        return
+    if not isinstance(expires_at, datetime):
+        raise ValueError("a token's expiry must be a date and time")
+    if timezone.is_naive(expires_at):
+        raise ValueError("a token's expiry needs a time zone")
+    now = timezone.now()
+    if expires_at <= now:
+        raise ValueError("a token's expiry must be in the future")
+    if expires_at > now + timedelta(days=MAX_EXPIRY_DAYS):
+        raise ValueError(f"a token expires at most {MAX_EXPIRY_DAYS} days after it is created")
 
 
 def api_token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
@@ -121,30 +166,57 @@ def api_token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
 
 
 def api_token_authenticate(plaintext: str) -> ApiToken | None:
-    """The active token for a plaintext, or None. Served from the process's token cache when it holds the token
-    (accounts.token_cache: no query); its last-used time is written later, in batches.
+    """The active token for a plaintext, or None (api_token_check says why)."""
+    checked = api_token_check(plaintext)
+    return None if type(checked) is Refusal else checked
+
+
+def api_token_check(plaintext: str) -> ApiToken | Refusal:
+    """The active token for a plaintext, or why it is refused (accounts.tokens.Refusal). Served from the process's
+    token cache when it holds the token (accounts.token_cache: no query); its last-used time is written later, in
+    batches. A token revoked or expired is refused for good: its prefix is remembered, and later attempts with it are
+    answered without an HMAC or a query. A token expires at its `expires_at` (refused from that instant on), checked
+    on every call, from the cache too.
 
     A restricted scope (roles.RESTRICTED_SCOPES: role-bound, or agent-only) works only while its user may still hold
     it: the returned token's `scopes` leave out the ones the user may not hold now (in memory; the stored row is
     unchanged), e.g. a role lost, or an agent-only scope on a token that belongs to a person."""
     parts = split_token(plaintext.strip())
     if parts is None:
-        return None
+        return MALFORMED
     prefix, secret = parts
+    refusal = token_cache.tokens.refused(prefix)
+    if refusal is not None:
+        return refusal
     digest = digest_secret(secret)
     key = f"{prefix}:{digest}"
     version = token_cache.tokens.version()  # read before the row: a later change bumps it (token_cache.put)
     token = token_cache.tokens.get(key, version)
     if token is None:
-        token = ApiToken.objects.select_related("user").filter(prefix=prefix, revoked_at__isnull=True).first()
-        if token is None or not token.user.is_active or not hmac.compare_digest(token.digest, digest):
-            return None
+        token = ApiToken.objects.select_related("user").filter(prefix=prefix).first()
+        if token is None:
+            return UNKNOWN
+        if token.revoked_at is not None:
+            return _refused_for_good(prefix, REVOKED)
+        if token.expires_at is not None and token.expired():
+            return _refused_for_good(prefix, expired_refusal(token.expires_at))
+        if not hmac.compare_digest(token.digest, digest):
+            return WRONG_SECRET
+        if not token.user.is_active:
+            return INACTIVE_USER
         if any(scope in RESTRICTED_SCOPES for scope in token.scopes):
             allowed = set(scopes_allowed_for(token.user))
             token.scopes = [scope for scope in token.scopes if scope not in RESTRICTED_SCOPES or scope in allowed]
         token_cache.tokens.put(key, token, version)
+    elif token.expires_at is not None and token.expired():  # cached while it was still valid
+        return _refused_for_good(prefix, expired_refusal(token.expires_at))
     token_cache.tokens.used(token)
     return token
+
+
+def _refused_for_good(prefix: str, refusal: Refusal) -> Refusal:
+    token_cache.tokens.refuse(prefix, refusal)
+    return refusal
 
 
 # --- agent identities -------------------------------------------------------------------------------------------
@@ -169,6 +241,8 @@ def agent_create(*, actor: Actor, name: str) -> User:
         UnicodeUsernameValidator()(name)
     except ValidationError:
         raise AgentRefused("an agent name has only letters, digits and @ . + - _")
+    if problem := plain_identifier_error(name):  # a Hangul filler is a letter to the validator above
+        raise AgentRefused(f"an agent name {problem}")
     with transaction.atomic(durable=True):
         if User.objects.filter(username__iexact=name).exists():
             raise AgentRefused(f"the name {name!r} is taken")
@@ -210,28 +284,29 @@ def user_create(
     return user
 
 
-def session_log_in(*, request, user: User, ip: str) -> None:
+def session_log_in(*, request, user: User, attempt: throttle.Attempt) -> None:
     """Log `user` in on this request (Django's session and last_login) and record the success."""
     auth_login(request, user)
-    login_success_record(user=user, ip=ip)
+    login_success_record(user=user, attempt=attempt)
 
 
 # --- login ------------------------------------------------------------------------------------------------------
-# Audit events of login attempts: actor system, target ("auth.username", the username typed), the username and the
-# client address in `after`. The password is never recorded.
+# Audit events of login attempts: actor system, target ("auth.username", the username typed), the username, the
+# client address and whether the browser had the username's device cookie in `after`. The password is never recorded.
 LOGIN_TARGET_TYPE = "auth.username"
 
 
-def login_success_record(*, user: User, ip: str) -> None:
-    """A successful login: clear the username's failure count and audit it (the session is the view's business)."""
+def login_success_record(*, user: User, attempt: throttle.Attempt) -> None:
+    """A successful login: clear what this browser counted (accounts.throttle) and audit it (the session and the
+    device cookie are the view's business)."""
     username = user.get_username()
-    throttle.clear_username(username)
+    throttle.clear_after_success(attempt)
     with transaction.atomic(durable=True):
         audit_record(
             actor=Actor.system(),
             verb="auth.login",
             target=(LOGIN_TARGET_TYPE, username),
-            after={"username": username, "ip": ip, "user_id": user.pk},
+            after={"username": username, "ip": attempt.ip, "user_id": user.pk, "known_device": attempt.known_device},
         )
 
 
@@ -246,30 +321,26 @@ def logout_record(*, user: User, ip: str) -> None:
         )
 
 
-def login_failure_record(*, username: str, ip: str) -> list[str]:
-    """A failed login: count it against the username and the IP, audit it, and audit the lockout it may start.
-    Returns the kinds ("username", "ip") this failure has just locked."""
-    username = username[:150]
-    locked = throttle.count_failure(username=username, ip=ip)
+def login_failure_record(*, attempt: throttle.Attempt) -> list[str]:
+    """A failed login: count it (accounts.throttle), audit it, and audit the lockout it may start.
+    Returns the kinds of lock this failure has just set."""
+    username = attempt.username[:150]
+    locked = throttle.count_failure(attempt)
+    seen = {"username": username, "ip": attempt.ip, "known_device": attempt.known_device}
     with transaction.atomic(durable=True):
-        audit_record(
-            actor=Actor.system(),
-            verb="auth.login_failed",
-            target=(LOGIN_TARGET_TYPE, username),
-            after={"username": username, "ip": ip},
-        )
+        audit_record(actor=Actor.system(), verb="auth.login_failed", target=(LOGIN_TARGET_TYPE, username), after=seen)
         if locked:
             audit_record(
                 actor=Actor.system(),
                 verb="auth.locked_out",
                 target=(LOGIN_TARGET_TYPE, username),
-                after={
-                    "username": username,
-                    "ip": ip,
-                    "locked": locked,
-                    "seconds": settings.WAYMARK_LOGIN_LOCKOUT_SECONDS,
-                },
+                after={**seen, "locked": locked, "seconds": settings.WAYMARK_LOGIN_LOCKOUT_SECONDS},
             )
+    if locked:
+        log.warning(
+            "login lockout started",
+            extra={"username": username, "ip": attempt.ip, "locked": locked, "known_device": attempt.known_device},
+        )
     return locked
 
 

@@ -9,6 +9,10 @@ one second) and forgets its entries when the value changed, so a revoked token o
 every web process within that time. An entry also expires after WAYMARK_TOKEN_CACHE_SECONDS. When the shared cache
 cannot be read, nothing is cached: every call goes to the database, as before.
 
+Tokens that can never work again — revoked or expired — are remembered by their prefix (`refused`), so a client
+retrying one is answered without an HMAC or a query; such an entry needs no invalidation, since neither state can be
+undone, and is forgotten with the rest (forget()) or when the table is full.
+
 `last_used_at` is not written on the request path: the times are kept in the process and written in one statement
 per token at most every WAYMARK_TOKEN_LAST_USED_FLUSH_SECONDS, after a response has been sent (request_finished).
 """
@@ -30,6 +34,7 @@ from config.local_copies import new_generation, shared_generation
 from config.settings_snapshot import SettingsSnapshot
 
 from .models import ApiToken, User
+from .tokens import Refusal
 
 # Read on every API call: kept as plain attributes (config/settings_snapshot.py).
 _settings = SettingsSnapshot(
@@ -63,6 +68,7 @@ class TokenCache:
         self._checked = float("-inf")
         self._used: dict[int, float] = {}  # token id → time.time() of its last call, written as a datetime
         self._flushed = time.monotonic()
+        self._refused: dict[str, Refusal] = {}  # prefix → why: tokens revoked or expired, for good
 
     # --- the auth version ------------------------------------------------------------------------------------------
     def version(self) -> str | None:
@@ -87,6 +93,7 @@ class TokenCache:
         """Forget this process's entries (tests; and the process's own changes, at once)."""
         with self._lock:
             self._entries.clear()
+            self._refused.clear()
             self._version, self._checked = None, float("-inf")
 
     # --- entries ---------------------------------------------------------------------------------------------------
@@ -115,6 +122,17 @@ class TokenCache:
             if len(self._entries) >= settings.WAYMARK_TOKEN_CACHE_SIZE:
                 self._entries.clear()
             self._entries[key] = entry
+
+    # --- tokens refused for good ------------------------------------------------------------------------------------
+    def refused(self, prefix: str) -> Refusal | None:
+        """Why the token with this prefix was refused for good (revoked, expired), if this process has seen it."""
+        return self._refused.get(prefix)
+
+    def refuse(self, prefix: str, refusal: Refusal) -> None:
+        with self._lock:
+            if len(self._refused) >= settings.WAYMARK_TOKEN_CACHE_SIZE:
+                self._refused.clear()
+            self._refused[prefix] = refusal
 
     # --- last used -------------------------------------------------------------------------------------------------
     def used(self, token: ApiToken) -> None:

@@ -17,7 +17,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from . import selectors, services, throttle
-from .blinding import blind
+from .blinding import blind, sealed_events
 from .forms import AgentCreateForm, AuditFilterForm, TokenCreateForm
 from .roles import SCOPES, Role, agent_scopes_allowed, scope_requirement, scopes_allowed_for
 
@@ -43,7 +43,9 @@ def _redirect_target(request: HttpRequest) -> str:
 @never_cache
 @require_http_methods(["GET", "POST"])
 def login_view(request: HttpRequest) -> HttpResponse:
-    """Log in, refusing (429, no password check) while the username or the client address is locked out."""
+    """Log in, refusing (429, no password check) while a lock stands against the attempt (accounts.throttle: this
+    browser's device cookie, or the username from this address, the address, the username from new browsers); a
+    success sets this browser's device cookie for the username."""
     next_url = _redirect_target(request)
     if request.method == "GET":
         if request.user.is_authenticated:
@@ -51,8 +53,8 @@ def login_view(request: HttpRequest) -> HttpResponse:
         return _login_page(request, AuthenticationForm(request), next_url)
 
     username = request.POST.get("username", "")[:150]
-    ip = throttle.client_ip(request)
-    lockout = throttle.lockout_for(username=username, ip=ip)
+    attempt = throttle.attempt_of(request, username)
+    lockout = throttle.lockout_for(attempt)
     if lockout is not None:
         response = _login_page(
             request, AuthenticationForm(request, initial={"username": username}), next_url, lockout.message, 429
@@ -63,11 +65,13 @@ def login_view(request: HttpRequest) -> HttpResponse:
     form = AuthenticationForm(request, data=request.POST)
     if form.is_valid():
         user = form.get_user()
-        services.session_log_in(request=request, user=user, ip=ip)
-        return redirect(next_url)
+        services.session_log_in(request=request, user=user, attempt=attempt)
+        response = redirect(next_url)
+        throttle.set_device_cookie(response, user.get_username())
+        return response
     notice = ""
     password_checked = form.has_error(NON_FIELD_ERRORS, "invalid_login") or form.has_error(NON_FIELD_ERRORS, "inactive")
-    if password_checked and services.login_failure_record(username=username, ip=ip):
+    if password_checked and services.login_failure_record(attempt=attempt):
         notice = "That was one failed attempt too many: further attempts are refused for a while."
     return _login_page(request, form, next_url, notice)
 
@@ -107,6 +111,7 @@ def settings_view(request: HttpRequest) -> HttpResponse:
                 user=request.user,
                 name=form.cleaned_data["name"],
                 scopes=form.cleaned_data["scopes"],
+                expires_at=form.expires_at(),
             )
         except ValueError as exc:
             form.add_error(None, str(exc))
@@ -140,14 +145,14 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
 @login_required
 def audit_view(request: HttpRequest) -> HttpResponse:
     """The audit log, admins only, filtered and paged by cursor; htmx requests get the results fragment. Judgments
-    of what is still open are sealed (no actor, no before/after) for an admin who has not judged it."""
+    of what is still open are left out for an admin who has not judged it (accounts.blinding)."""
     if not request.user.may_administer:
         raise PermissionDenied
     form = AuditFilterForm(data=request.GET)
     page = None
     if form.is_valid():
         filters = form.filters()
-        page = selectors.audit_page(filters, after=form.cursor())
+        page = selectors.audit_page(filters, after=form.cursor(), hide=sealed_events(request.user))
         events = blind(page.events, request.user)
         if filters.actor:  # a sealed judgment's actor is withheld, so it cannot be found by its actor either
             events = [event for event in events if not event.sealed]
@@ -192,6 +197,7 @@ def agents_view(request: HttpRequest) -> HttpResponse:
                     user=agent,
                     name=token_form.cleaned_data["name"],
                     scopes=token_form.cleaned_data["scopes"],
+                    expires_at=token_form.expires_at(),
                 )
             except ValueError as exc:
                 error = str(exc)

@@ -4,6 +4,7 @@ account. Installed in place of django.contrib.admin (INSTALLED_APPS: WaymarkAdmi
 
 from django.contrib.admin import AdminSite
 from django.contrib.admin.apps import AdminConfig
+from django.urls import reverse
 
 
 class WaymarkAdminSite(AdminSite):
@@ -14,6 +15,12 @@ class WaymarkAdminSite(AdminSite):
     def has_permission(self, request) -> bool:
         user = request.user
         return bool(user.is_active and getattr(user, "is_admin", False))
+
+    def login(self, request, extra_context=None):
+        """The one login page, with its throttling (accounts.throttle): the admin's own form would bypass it."""
+        from django.contrib.auth.views import redirect_to_login  # (not importable while the apps load)
+
+        return redirect_to_login(request.GET.get("next") or reverse("admin:index"), reverse("accounts:login"))
 
 
 class WaymarkAdminConfig(AdminConfig):

@@ -14,8 +14,8 @@ from functools import partial
 
 from django.urls import NoReverseMatch, reverse
 
-from accounts.blinding import blind
-from accounts.selectors import latest_audit_events
+from accounts.blinding import blind, sealed_events
+from accounts.selectors import AuditFilters, audit_page, latest_audit_events
 from llm.selectors import model_call_count
 from reviews.selectors import pending_count
 from trajectories.choices import Outcome
@@ -68,8 +68,14 @@ def _counts(counts: RunCounts) -> list[Stat]:
 
 
 def _recent_events(viewer) -> list:
-    """The latest events; a judgment of something still open names no one unless `viewer` has judged it too."""
-    events = blind(latest_audit_events(RECENT_EVENTS), viewer)
+    """The latest RECENT_EVENTS events `viewer` may see: a judgment of something still open is left out unless
+    `viewer` has judged it too (accounts.blinding), and the list is still full — no gap to count or to time. The
+    newest events come from the fixed query; only when some of them are sealed is the list read again without them
+    (one more query)."""
+    newest = latest_audit_events(RECENT_EVENTS)
+    events = blind(newest, viewer)
+    if len(events) < len(newest):
+        events = audit_page(AuditFilters(), size=RECENT_EVENTS, hide=sealed_events(viewer)).events
     for event in events:
         page = TARGET_PAGES.get(event.target_type)
         event.target_url = _url(page, event.target_id) if page and event.target_id.isdigit() else ""

@@ -108,10 +108,11 @@ def recent_runs_rows(runs: Iterable[Any]) -> SafeString:
 
 
 def activity_items(events: Iterable[Any]) -> SafeString:
-    """The recent activity's list items: who (a sealed judgment names no one), the verb, the target, when."""
+    """The recent activity's list items: who, the verb, the target, when (sealed judgments are not among `events`:
+    accounts.blinding leaves them out)."""
     items = []
     for event in events:
-        who = "a reviewer" if event.sealed else escape(str(event.actor_label))
+        who = escape(str(event.actor_label))
         label = escape(str(event.target_label or event.target_id))
         target = f'<a href="{escape(event.target_url)}">{label}</a>' if event.target_url else label
         items.append(

@@ -5,9 +5,11 @@ key expires with its window. Two limits apply under /api/v1/ (config/auth.py):
 
 - per token, on every authenticated call: WAYMARK_API_RATE_PER_TOKEN calls per WAYMARK_API_RATE_WINDOW_SECONDS —
   generous, sized for agents calling once per step;
-- per client IP, on failed authentication (a missing, malformed, unknown or revoked token):
-  WAYMARK_API_AUTH_FAILURES_PER_IP failures per window — strict; once reached, every call from that IP is refused
-  before any token is looked at, valid or not, until the window ends.
+- per client IP, on failed authentication that could be a guess (a missing, malformed or unknown token, or a wrong
+  secret): WAYMARK_API_AUTH_FAILURES_PER_IP failures per window — strict; once reached, such attempts from that IP
+  are refused until the window ends. A valid token from that IP is still served (only failing attempts are refused,
+  so a broken or hostile client cannot get its neighbours behind the same address refused), and a revoked or expired
+  token is answered 401 without counting (issue 30).
 
 Over a limit the API answers 429 with the Error body (code `rate_limited`) and `Retry-After` in seconds.
 
@@ -26,7 +28,8 @@ So that an agent's per-step call makes no shared-cache round trip, each process 
 - Failed authentications are written to the shared count at once (batch of one), every one of them. Whether an IP
   has reached its limit is read from the shared cache at most once per WAYMARK_API_RATE_CHECK_SECONDS per process
   and is known at once in the process that counted the failure: an IP blocked through another process is refused
-  here within that time, and each process lets at most one more failed attempt through than the limit.
+  here within that time, and each process lets at most one more failed attempt through than the limit. Only a
+  failing attempt reads or writes these counts: a valid token's call never touches them.
 """
 
 from __future__ import annotations
@@ -212,7 +215,8 @@ def check_token(token_id: int) -> None:
 
 
 def check_auth_failures(ip: str) -> None:
-    """RateLimited while this IP has used up its failed authentications for the window (nothing is counted)."""
+    """RateLimited while this IP has used up its failed authentications for the window (nothing is counted). Called
+    for a failing attempt only (config.auth), before it is counted."""
     retry_after = reached(
         "authfail",
         ip,

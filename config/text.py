@@ -1,4 +1,5 @@
-"""Text entering Waymark: strings must be encodable as UTF-8, and API bodies must say they are JSON.
+"""Text entering Waymark: strings must be encodable as UTF-8, API bodies must say they are JSON, and identifiers
+must be plain (no invisible or direction-changing characters).
 
 A JSON body may spell a lone surrogate (`"\\ud800"`); Python keeps it in a str, but no database, template or response
 can encode it, so it is refused where it enters (API schemas, the API body parser, importers, forms).
@@ -7,6 +8,7 @@ can encode it, so it is refused where it enters (API schemas, the API body parse
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -40,6 +42,54 @@ def require_storable(text: str) -> str:
     if "\x00" in text:
         raise ValueError(NUL_MESSAGE)
     return require_encodable(text)
+
+
+# Code points Unicode marks Default_Ignorable that are not format characters (those are refused by category):
+# they render as nothing (soft hyphen, Hangul fillers, variation selectors, tags, …).
+_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+# Controls, format characters (the bidi controls U+202A–U+202E, U+2066–U+2069, U+200E/U+200F, U+061C, the zero
+# width characters), surrogates, private use, unassigned, and line or paragraph separators.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+INVISIBLE_MESSAGE = "must not contain invisible or direction-changing characters"
+
+
+def _first_invisible(text: str) -> tuple[int, str] | None:
+    """The position and code point of the first character in `text` that cannot be seen or that reorders what is
+    shown around it (a space other than U+0020 counts: it passes for one), else None."""
+    for position, char in enumerate(text):
+        code = ord(char)
+        category = unicodedata.category(char)
+        if (
+            category in _HIDDEN_CATEGORIES
+            or (category == "Zs" and char != " ")
+            or any(low <= code <= high for low, high in _IGNORABLE_RANGES)
+        ):
+            return position, char
+    return None
+
+
+def plain_identifier_error(text: str) -> str | None:
+    """What is wrong with `text` as an identifier (or a name shown as one), naming its first invisible or
+    direction-changing character, else None: with one, an id can be displayed as another."""
+    found = _first_invisible(text)
+    if found is None:
+        return None
+    position, char = found
+    name = unicodedata.name(char, "unnamed character")
+    return f"{INVISIBLE_MESSAGE} (U+{ord(char):04X} {name} at position {position + 1})"
+
+
+def require_plain_identifier(text: str) -> str:
+    """For pydantic validators: the identifier, or ValueError (plain_identifier_error). Pass text normalized (NFC)
+    and stripped as it will be stored."""
+    problem = plain_identifier_error(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def validate_encodable(text: Any) -> None:

@@ -26,6 +26,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from config.text import plain_identifier_error
 from llm.core import ChatModel, MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
@@ -582,6 +583,9 @@ def intent_candidates_submit(*, actor: Actor, rows: Sequence[Any]) -> SubmitResu
                 f"intents[{index}] has unknown fields: {', '.join(unknown)}",
                 details={"index": index, "fields": unknown},
             )
+        label = row.get("intent")
+        if isinstance(label, str) and (problem := plain_identifier_error(label.strip())):  # labels name intents
+            raise InputRejected(f"intents[{index}].intent {problem}", details={"index": index, "field": "intent"})
     trajectory_ids = _evidence_ids(rows)
     if len(trajectory_ids) > MAX_CLIENT_EVIDENCE:
         raise InputRejected(f"at most {MAX_CLIENT_EVIDENCE} evidence items per request", details={"index": None})

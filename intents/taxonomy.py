@@ -26,6 +26,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from config.text import plain_identifier_error
 from reviews.errors import Conflict, Invalid, NotAllowed
 from reviews.services import promotion_propose
 
@@ -424,6 +425,9 @@ def taxonomy_draft(*, actor: Actor, relabels: Mapping[str, str] | None = None) -
     user = actor.user
     if user is None or not user.is_active or not user.may_draft_intents:
         raise NotAllowed("drafting the taxonomy needs the reviewer or operator role", code="not_a_reviewer")
+    for intent_id, label in (relabels or {}).items():
+        if isinstance(label, str) and (problem := plain_identifier_error(label.strip())):
+            raise Invalid(f"the new label of {intent_id} {problem}", code="invisible_characters")
     with transaction.atomic(durable=True):
         taxonomy, created_taxonomy = IntentTaxonomy.objects.get_or_create(
             slug=IntentTaxonomy.DEFAULT_SLUG, defaults={"title": "Intent taxonomy"}

@@ -18,6 +18,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from config.text import plain_identifier_error
 from intents.taxonomy_selectors import RunGroup, runs_of_intent
 from procedures import core
 from procedures.core.columns import learn_streamed
@@ -59,27 +60,40 @@ def procedure_mine(
     held_out_share: float = 0.3,
     seed: int = 17,
     live: bool | None = None,
+    source: str | None = None,
 ) -> MineResult:
     """Mine the intent's successful runs into a version and queue its replay.
 
     Successful and failed runs are split alike (split_services: seeded, `held_out_share` held out); only the training
     successful runs are mined, each with its `ok is True` steps (a run left empty is skipped). An identical
-    version (same content revision) is returned, not stored twice. Raises MiningError with the reason."""
+    version (same content revision) is returned, not stored twice. Raises MiningError with the reason.
+
+    `source` mines only that source's runs of the intent (the demo's own, procedures.demo); such a mining leaves the
+    procedure's mined-through mark where it was, so periodic mining still counts the other runs as new."""
     check_operator(actor)
     _check_mining_request(intent, held_out_share)
     live = settings.WAYMARK_LIVE_REPLAY if live is None else live
     group = runs_of_intent(intent_key(intent))  # by reviewed intent when the taxonomy has one, else by label
-    with split_runs(group.runs, held_out_share=held_out_share, seed=seed) as split:  # its table dropped after
-        _check_enough_successes(split, f"intent {group.key!r}")
+    runs = group.runs if source is None else group.runs.filter(source=source)
+    with split_runs(runs, held_out_share=held_out_share, seed=seed) as split:  # its table dropped after
+        _check_enough_successes(split, f"intent {group.key!r}" + (f" from source {source!r}" if source else ""))
         learnt = learn_from_split(group.key, split)
         return _store_mined_version(
-            actor=actor, group=group, learnt=learnt, live=live, held_out_share=held_out_share, seed=seed
+            actor=actor,
+            group=group,
+            learnt=learnt,
+            live=live,
+            held_out_share=held_out_share,
+            seed=seed,
+            mark=source is None,
         )
 
 
 def _check_mining_request(intent: object, held_out_share: object) -> None:
     if not isinstance(intent, str) or not intent_key(intent):
         raise MiningError("an intent is required")
+    if problem := plain_identifier_error(intent.strip()):  # the intent names the procedure
+        raise MiningError(f"the intent {problem}")
     if isinstance(held_out_share, bool) or not 0 < held_out_share < 1:
         raise MiningError("held_out_share must be between 0 and 1 (exclusive)")
 
@@ -119,13 +133,15 @@ def next_version_number(procedure: Procedure) -> int:
 
 
 def _store_mined_version(
-    *, actor: Actor, group: RunGroup, learnt: Learnt, live: bool, held_out_share: float, seed: int
+    *, actor: Actor, group: RunGroup, learnt: Learnt, live: bool, held_out_share: float, seed: int, mark: bool = True
 ) -> MineResult:
-    """In one transaction: the procedure (created on first mining) with its mined-through mark, then a new version
-    with its split and replays, or, for content stored already, that version with its failed replays queued again."""
+    """In one transaction: the procedure (created on first mining) with its mined-through mark (moved only when
+    `mark`), then a new version with its split and replays, or, for content stored already, that version with its
+    failed replays queued again."""
     revision = content_revision(intent=group.key, steps=learnt.steps)
     with transaction.atomic(durable=True):
-        procedure, before_mark = _procedure_marked(actor=actor, group=group, newest=learnt.split.newest)
+        newest = learnt.split.newest if mark else 0
+        procedure, before_mark = _procedure_marked(actor=actor, group=group, newest=newest)
         same_content = ProcedureVersion.objects.filter(procedure=procedure, content_revision=revision)
         existing = same_content.defer(*RUN_LISTS).first()  # its run-id lists stay unread (flat memory)
         if existing is not None:

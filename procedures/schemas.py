@@ -13,7 +13,7 @@ class InputSchema(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
-class StepOut(Schema):
+class ProcedureStepOut(Schema):  # not StepOut: trajectories has one (tests/contract)
     tool: str
     arguments: dict[str, Any]
 
@@ -42,7 +42,7 @@ class VersionOut(Schema):
     label: str  # "v3": how pages and reviews name the version
     status: str
     parent_id: int | None
-    steps: list[StepOut]
+    steps: list[ProcedureStepOut]
     preconditions: list[Any]
     failure_exits: list[Any]
     candidate_revision: str

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from accounts.services import Actor
 
-from .errors import NotAllowed
+from .errors import Conflict, NotAllowed
 
 if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
     from accounts.models import User
@@ -24,3 +24,12 @@ def require_admin(actor: Actor, what: str) -> User:
     if user is None or not user.may_administer:
         raise NotAllowed(f"{what} needs the admin role", code="admin_required")
     return user
+
+
+def four_eyes(message: str) -> Conflict:
+    """The four-eyes refusal (409 `four_eyes`): one person may not both accept a request's gate and approve it. The
+    admin who overrode the gate is not one of its judges (like its proposer), and an approver may not override its
+    gate; reviews.services checks both with the request locked, so two attempts at once cannot both pass."""
+    return Conflict(
+        f"{message}: four eyes means the override and the approvals come from different people", code="four_eyes"
+    )

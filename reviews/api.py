@@ -51,7 +51,7 @@ def promotion_out(user, request: PromotionRequest) -> dict:
         "replaces_id": request.replaces_id,
         "replaces_label": getattr(request, "replaces_label", "") or None,
         "is_rollback": request.is_rollback,
-        "status": request.status,
+        "status": view.status,
         "proposer": request.proposer.username,
         "rationale": request.rationale,
         "gate": {
@@ -114,7 +114,7 @@ def queue(request: HttpRequest, kind: str = ""):
             "parent_label": row.parent_label,
             "replaces_id": row.replaces_id,
             "replaces_label": row.replaces_label or None,
-            "status": row.status,
+            "status": row.shown_status,
             "is_rollback": row.is_rollback,
             "gate_passing": row.gate_passing,
             "overridden": row.is_overridden,
@@ -168,7 +168,8 @@ def detail(request: HttpRequest, promotion_id: PromotionId):
     response={201: PromotionOut, **ERRORS},
     summary="Approve or reject (a rejection needs a comment); the approval that meets the policy activates",
     description="409 `stale` when the version the request replaces is no longer active (the request becomes "
-    "superseded), `already_judged`, or `not_open`; 403 `proposer_cannot_judge` for the proposer.",
+    "superseded), `already_judged`, `not_open`, or `four_eyes` for the admin who overrode its gate; 403 "
+    "`proposer_cannot_judge` for the proposer.",
 )
 def judge(request: HttpRequest, promotion_id: PromotionId, body: JudgmentIn):
     user = _reviewer(request)

@@ -20,7 +20,7 @@ class DimensionOut(Schema):
     required: bool
 
 
-class VersionOut(Schema):
+class RubricVersionOut(Schema):
     id: int
     number: int
     digest: str
@@ -35,8 +35,8 @@ class RubricOut(Schema):
     id: int
     key: str
     label: str
-    active_version: VersionOut | None
-    versions: list[VersionOut]
+    active_version: RubricVersionOut | None
+    versions: list[RubricVersionOut]
 
 
 class RubricListOut(Schema):

@@ -25,6 +25,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from config.text import plain_identifier_error
 from llm.core import MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
@@ -177,6 +178,9 @@ def version_in_use(rubric: Rubric) -> RubricVersion | None:
 # --- rubrics and versions --------------------------------------------------------------------------------------------
 def rubric_ensure(*, actor: Actor, key: str, label: str = "") -> Rubric:
     """The rubric of an intent key, created (audited) on first use. The key is normalized like intent labels."""
+    for what, text in (("an intent key", key), ("a rubric label", label)):
+        if problem := plain_identifier_error((text or "").strip()):  # the key and label name the rubric
+            raise Invalid(f"{what} {problem}", code="invisible_characters")
     normalized = intent_key(key)
     if not normalized:
         raise Invalid("an intent or task family is required", code="key_required")

@@ -6,14 +6,18 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, StrictBool, StringConstraints
+from pydantic import AfterValidator, ConfigDict, StrictBool, StringConstraints
+
+from config.text import require_plain_identifier
 
 
 class InputSchema(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
-Key = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+Key = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(require_plain_identifier)
+]
 Text = Annotated[str, StringConstraints(max_length=5000)]
 
 
@@ -96,7 +100,7 @@ class PromotionOut(Schema):
     replaces_id: str | None
     replaces_label: str | None
     is_rollback: bool
-    status: str
+    status: str  # "open" for an approved request while the caller may not see counts (reviews.selectors)
     proposer: str
     rationale: str
     gate: GateOut

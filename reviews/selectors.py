@@ -4,7 +4,10 @@ Access (DESIGN.md §7.6): anonymous and inactive users get 404 for everything he
 need roles (403 otherwise, checked by the services). Independence: judgments of others on a pending request are
 shown only to a reviewer who has submitted their own; once the request is closed, everyone sees every judgment.
 Counts (approvals, rejections) are hidden like names and comments from a reviewer who may still judge the request
-(not its proposer, not judged yet); the proposer and people who cannot judge see counts only.
+(not its proposer, not the admin who overrode its gate, not judged yet); the proposer and people who cannot judge see
+counts only. Since one rejection closes a request, anything that tells an open request with judgments from one
+without them tells a sealed judgment was an approval: so such a reviewer sees an approved request (enough approvals,
+waiting for the gate) as open, with no outcome, and the audit lists leave its judgments out (reviews.audit_blinding).
 
 Labels: rows read here carry `candidate_label` and `replaces_label` (the kinds' labels, `v3` or `#2 · 3fa9c1d`),
 one query per kind present, never one per row.
@@ -116,6 +119,7 @@ class PromotionView:
     gate_satisfied: bool
     counts_visible: bool = True
     outcome: Outcome | None = None
+    status: str = ""  # the status `user` may see (shown_status)
 
 
 def judgments_visible(user: User, request: PromotionRequest, my_judgment: Judgment | None) -> bool:
@@ -125,10 +129,26 @@ def judgments_visible(user: User, request: PromotionRequest, my_judgment: Judgme
 def counts_visible(user: User, request: PromotionRequest, *, judged: bool) -> bool:
     """Counts are hidden from a reviewer who may still judge this pending request (not its proposer, not judged
     yet): knowing "1/2 approvals" before judging is the bias independence is for."""
-    may_still_judge = (
-        request.is_pending and getattr(user, "may_judge", False) and request.proposer_id != user.pk and not judged
+    return not may_still_judge(user, request, judged=judged)
+
+
+def may_still_judge(user: User, request: PromotionRequest, *, judged: bool) -> bool:
+    """Whether `user` may yet judge this request: it is pending, they are a reviewer, not its proposer, not the admin
+    who overrode its gate (four eyes: reviews.access.four_eyes), and they have not judged it."""
+    return (
+        request.is_pending
+        and getattr(user, "may_judge", False)
+        and user.pk not in (request.proposer_id, request.override_by_id)
+        and not judged
     )
-    return not may_still_judge
+
+
+def shown_status(request: PromotionRequest, *, counts_visible: bool) -> str:
+    """The status as a viewer may see it: "approved" (enough approvals, waiting for the gate) says how the others
+    judged, so whoever may not see counts sees it as "open"."""
+    if request.status == PromotionStatus.APPROVED and not counts_visible:
+        return PromotionStatus.OPEN
+    return request.status
 
 
 def _names(judgments: list[Judgment], verdict: str) -> str:
@@ -202,17 +222,25 @@ def promotion_view(user, request: PromotionRequest) -> PromotionView:
     pending = request.is_pending
     visible = judgments_visible(user, request, mine)
     show_counts = counts_visible(user, request, judged=mine is not None)
+    status = shown_status(request, counts_visible=show_counts)
     return PromotionView(
         request=request,
         approvals=sum(1 for j in judgments if j.verdict == Verdict.APPROVE) if show_counts else None,
         rejections=sum(1 for j in judgments if j.verdict == Verdict.REJECT) if show_counts else None,
         counts_visible=show_counts,
-        outcome=outcome_of(request, judgments, names_visible=visible),
+        outcome=outcome_of(request, judgments, names_visible=visible) if status == request.status else None,
+        status=status,
         judgments=judgments if visible else None,
         my_judgment=mine,
         is_proposer=is_proposer,
-        can_judge=pending and user.may_judge and not is_proposer and mine is None,
-        can_override=pending and user.may_administer and request.gate_passing is not True and not request.is_overridden,
+        can_judge=may_still_judge(user, request, judged=mine is not None),
+        can_override=(
+            pending
+            and user.may_administer
+            and request.gate_passing is not True
+            and not request.is_overridden
+            and mine is None  # four eyes: an approver does not override (reviews.access.four_eyes)
+        ),
         can_withdraw=pending and user.may_withdraw(request),
         gate_satisfied=gate_satisfied(request),
     )
@@ -229,7 +257,7 @@ def queue_for(user, *, kind: str = "") -> list[PromotionRequest]:
         queryset = queryset.filter(kind=kind)
     if user.may_judge:
         queryset = queryset.annotate(
-            pending_for_me=~Q(proposer=user.pk) & Q(judged_by_me=False),
+            pending_for_me=~Q(proposer=user.pk) & ~Q(override_by=user.pk) & Q(judged_by_me=False),
         )
     else:
         queryset = queryset.annotate(pending_for_me=Value(False, output_field=BooleanField()))
@@ -244,6 +272,7 @@ def queue_for(user, *, kind: str = "") -> list[PromotionRequest]:
     for row in rows:
         row.active_lease = leases.get(row.pk)
         row.counts_visible = counts_visible(user, row, judged=row.judged_by_me)
+        row.shown_status = shown_status(row, counts_visible=row.counts_visible)
     label_rows(rows)
     return rows
 
@@ -263,17 +292,29 @@ def history_for(user, *, kind: str, parent_key: str) -> list[PromotionRequest]:
         mine = next((j for j in judgments if j.reviewer_id == user.pk), None)
         row.visible_judgments = judgments if judgments_visible(user, row, mine) else None
         row.counts_visible = counts_visible(user, row, judged=mine is not None)
+        row.shown_status = shown_status(row, counts_visible=row.counts_visible)
     label_rows(rows)
     for row in rows:
-        row.outcome = outcome_of(row, list(row.judgments.all()), names_visible=row.visible_judgments is not None)
+        shown = row.shown_status == row.status
+        row.outcome = (
+            outcome_of(row, list(row.judgments.all()), names_visible=row.visible_judgments is not None)
+            if shown
+            else None
+        )
     return rows
 
 
 def pending_requests_for(*, kind: str, parent_key: str) -> dict[str, PromotionRequest]:
     """The pending (open or approved) requests of one artifact keyed by candidate id, in one query; for the owning
-    apps' pages, which link a candidate to its open request instead of offering to propose it again."""
+    apps' pages, which link a candidate to its open request instead of offering to propose it again. Their `status`
+    reads "open" for both: those pages know nothing of their viewer, and "approved" would tell a reviewer who may
+    still judge how the others judged (the request page shows it to whoever may see it)."""
     rows = PromotionRequest.objects.filter(kind=kind, parent_key=parent_key, status__in=PENDING_STATUSES)
-    return {row.candidate_id: row for row in rows.order_by("id")}
+    pending = {}
+    for row in rows.order_by("id"):
+        row.status = shown_status(row, counts_visible=False)  # display only: nothing saves these rows
+        pending[row.candidate_id] = row
+    return pending
 
 
 def pending_candidates() -> dict[tuple[str, str], int]:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounts.services import Actor, audit_record
 
 from . import activations, webhooks
-from .access import active_user, require_admin
+from .access import active_user, four_eyes, require_admin
 from .errors import Conflict, Invalid, NotAllowed, NotFound
 from .models import (
     PENDING_STATUSES,
@@ -224,6 +224,8 @@ def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, co
             locked = _lock(request)
             if not locked.is_pending:
                 raise Conflict(f"request #{locked.pk} is {locked.status}", code="not_open")
+            if locked.override_by_id == user.pk:
+                raise four_eyes(f"you overrode the gate of request #{locked.pk}, so you cannot also judge it")
             try:
                 with transaction.atomic():  # a savepoint: the database's one-judgment-per-reviewer constraint
                     Judgment.objects.create(request=locked, reviewer=user, verdict=verdict, comment=comment)
@@ -246,7 +248,8 @@ def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, co
                     after={"status": locked.status},
                 )
             else:
-                QueueLease.objects.filter(request=locked, holder=user).delete()
+                # The approver's queue lease is left to run out: a lease ending early on a request still open
+                # would tell the others its holder approved it (a rejection closes the request).
                 _advance(actor=actor, request=locked)
     except StaleActivation as stale:
         _supersede(actor=actor, request_id=request.pk, active_id=stale.actual_active_id)
@@ -268,6 +271,8 @@ def promotion_override(*, actor: Actor, request: PromotionRequest, reason: str) 
                 raise Invalid("the gate passes; there is nothing to override", code="gate_passing")
             if locked.is_overridden:
                 raise Conflict("the gate of this request is already overridden", code="already_overridden")
+            if locked.judgments.filter(reviewer=actor.user, verdict=Verdict.APPROVE).exists():
+                raise four_eyes(f"you approved request #{locked.pk}, so you cannot also override its gate")
             locked.override_by = actor.user
             locked.override_reason = reason
             locked.overridden_at = timezone.now()
@@ -417,7 +422,8 @@ def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str)
 # --- queue leases ----------------------------------------------------------------------------------------------------
 def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
     """Lease the next item for this reviewer: the one they already hold, else the oldest pending item they have not
-    judged, did not propose and nobody else holds. Leases last LEASE_DURATION. None when nothing is left.
+    judged, did not propose, did not override and nobody else holds. Leases last LEASE_DURATION (an approval leaves
+    its lease to run out, a closed request drops it). None when nothing is left.
 
     Leases are queue bookkeeping, not a change of any reviewed state: they write no audit event."""
     user = active_user(actor)
@@ -428,6 +434,7 @@ def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
         mine = (
             QueueLease.objects.select_for_update()
             .filter(holder=user, expires_at__gt=now, request__status__in=PENDING_STATUSES)
+            .exclude(request__judgments__reviewer=user)  # judged: the lease only runs out (judgment_submit)
             .select_related("request")
         )
         if kind:
@@ -442,6 +449,7 @@ def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
             .filter(status__in=PENDING_STATUSES)
             .filter(Q(lease__isnull=True) | Q(lease__expires_at__lte=now))
             .exclude(proposer=user)
+            .exclude(override_by=user)  # four eyes: who overrode the gate does not judge
             .exclude(judgments__reviewer=user)
             .order_by("created_at", "id")
         )

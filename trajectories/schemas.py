@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints
 
-from config.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_storable
+from config.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_plain_identifier, require_storable
 
 MAX_STEPS_PER_RUN = 2000
 MAX_TASK_CHARS = 20_000
@@ -68,8 +68,9 @@ def text(max_length: int | None = None, *, required: bool = False, strip: bool =
 
 
 def identity(max_length: int) -> Any:
-    """A run identity part (source, external_id): NFC-normalized before it is stripped and its length is checked."""
-    return Annotated[text(max_length, required=True), BeforeValidator(_nfc)]
+    """A run identity part (source, external_id): NFC-normalized before it is stripped and its length is checked;
+    no invisible or direction-changing character (config.text.require_plain_identifier)."""
+    return Annotated[text(max_length, required=True), BeforeValidator(_nfc), AfterValidator(require_plain_identifier)]
 
 
 Clean = text(strip=False)

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field, StringConstraints
 
+from graphs.schemas import RevisionRefOut  # one component for one shape (tests/contract)
+
 from .services import MAX_ROUNDS
 
 Count = Annotated[int, Field(ge=0, le=10_000_000)]
@@ -71,11 +73,6 @@ class EvolutionStartIn(InputSchema):
 class RunPageIn(InputSchema):
     cursor: Annotated[str, StringConstraints(max_length=200)] | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 50
-
-
-class RevisionRefOut(Schema):
-    seq: int
-    digest: str
 
 
 class EvolutionRunOut(Schema):

@@ -36,7 +36,7 @@ def test_a_token_is_stored_as_prefix_and_digest_never_the_secret(viewer):
     assert stored.digest == digest_secret(secret) != secret
     assert secret not in str(ApiToken.objects.filter(pk=token.pk).values().get())
     event = AuditEvent.objects.get(verb="api_token.create")
-    assert event.after == {"name": "ci", "scopes": ["graphs:read"]}
+    assert event.after == {"name": "ci", "scopes": ["graphs:read"], "expires_at": None}
     assert secret not in str(event.after) + event.target_label
 
 

@@ -90,7 +90,7 @@ RECENT_REFERENCE = engines["django"].from_string(
             <td class="num">{{ run.step_count }}</td>
             <td><time datetime="{{ run.created_at|date:'c' }}" title="{{ run.created_at }}">{{ run.created_at|naturaltime }}</time></td>
           </tr>{% endfor %}|{% for e in recent_events %}<li>
-        <div><strong>{% if e.sealed %}a reviewer{% else %}{{ e.actor_label }}{% endif %}</strong> <code>{{ e.verb }}</code>
+        <div><strong>{{ e.actor_label }}</strong> <code>{{ e.verb }}</code>
           {% if e.target_url %}<a href="{{ e.target_url }}">{{ e.target_label|default:e.target_id }}</a>{% else %}{{ e.target_label|default:e.target_id }}{% endif %}
         </div>
         <time class="muted" datetime="{{ e.created_at|date:'c' }}" title="{{ e.created_at }}">{{ e.created_at|naturaltime }}</time>
@@ -115,13 +115,13 @@ def test_the_recent_runs_and_activity_match_the_template(settings):
             created_at=now - dt.timedelta(days=3)),
     ]  # fmt: skip
     events = [
-        SimpleNamespace(sealed=False, actor_label=HOSTILE, verb="run.ingest", target_url="/trajectories/41/",
+        SimpleNamespace(actor_label=HOSTILE, verb="run.ingest", target_url="/trajectories/41/",
                         target_label="", target_id="41", created_at=now - dt.timedelta(seconds=5)),
-        SimpleNamespace(sealed=True, actor_label="rita", verb="review.judge", target_url="",
+        SimpleNamespace(actor_label="rita", verb="review.judge", target_url="",
                         target_label=HOSTILE, target_id="7", created_at=now - dt.timedelta(hours=2)),
     ]  # fmt: skip
     expected = RECENT_REFERENCE.render({"recent_runs": runs, "recent_events": events})
     built_runs = dashboard_tables.recent_runs_rows(runs)
     built_events = dashboard_tables.activity_items(events)
     assert squeezed(f"{built_runs}|{built_events}") == squeezed(expected)
-    assert "<script>" not in built_runs + built_events and "a reviewer" in built_events and "rita" not in built_events
+    assert "<script>" not in built_runs + built_events and "<strong>rita</strong>" in built_events

@@ -79,26 +79,14 @@ def test_calls_refused_for_a_missing_scope_count_too(limits, clock, make_token, 
     assert call(token).status_code == 429
 
 
-def test_failed_authentications_lock_out_the_ip_then_even_a_valid_token(limits, clock, make_token, operator):
-    valid = make_token(operator, "graphs:read")
+def test_failed_authentications_lock_out_the_ips_failing_attempts_until_the_window_ends(limits, clock):
     assert call("wm_wrong").status_code == 401
     assert call(None).status_code == 401  # a missing token is a failure too
     clock["t"] = T0 + 50
     assert_rate_limited(call("wm_wrong"), 10)
-    assert_rate_limited(call(valid), 10)  # refused before any token is looked at
-    assert call(valid, ip="198.51.100.1").status_code == 200  # other addresses are untouched
+    assert call("wm_wrong", ip="198.51.100.1").status_code == 401  # other addresses are untouched
     clock["t"] = T0 + WINDOW
-    assert call(valid).status_code == 200
-
-
-def test_a_revoked_token_is_a_failed_authentication(limits, clock, make_token, operator):
-    from accounts.models import ApiToken
-    from accounts.services import Actor, api_token_revoke
-
-    revoked = make_token(operator, "graphs:read")
-    api_token_revoke(actor=Actor.system(), token=ApiToken.objects.get())
-    assert [call(revoked).status_code for _ in range(2)] == [401, 401]
-    assert call(revoked).status_code == 429
+    assert call("wm_wrong").status_code == 401
 
 
 def test_the_client_ip_honours_trusted_proxies(limits, clock, settings):
@@ -193,19 +181,17 @@ def test_a_token_limit_is_shared_by_the_processes(limits, clock, processes, make
     assert [call(token).status_code for _ in range(2)] == [200, 429]  # limit 3: the shared count was read
 
 
-def test_an_ip_blocked_through_another_process_is_refused_here_within_the_check_interval(
-    limits, clock, processes, make_token, operator
-):
+def test_an_ip_blocked_through_another_process_is_refused_here_within_the_check_interval(limits, clock, processes):
     limits.WAYMARK_API_RATE_CHECK_SECONDS = 0.2
-    valid = make_token(operator, "graphs:read")
     processes(1)
-    assert call(valid).status_code == 200  # process 1 has read the IP's failures: none
+    ratelimit.check_auth_failures("203.0.113.7")  # process 1 has read the IP's failures: none
     processes(2)
     assert [call("wm_wrong").status_code for _ in range(3)] == [401, 401, 429]
     processes(1)
-    assert call(valid).status_code == 200  # within the interval process 1 still counts on its last read
+    ratelimit.check_auth_failures("203.0.113.7")  # within the interval process 1 still counts on its last read
     time.sleep(0.25)
-    assert_rate_limited(call(valid), 60)
+    with pytest.raises(ratelimit.RateLimited):
+        ratelimit.check_auth_failures("203.0.113.7")
 
 
 def test_a_failed_attempt_is_known_at_once_in_its_process(limits, clock, processes):
@@ -237,3 +223,127 @@ def test_a_high_token_limit_is_flushed_by_time_not_every_batch(batches, clock, s
     batches.WAYMARK_API_RATE_FLUSH_SECONDS = 0
     ratelimit.check_token(pk)
     assert shared_count("token", str(pk)) == 51
+
+
+# --- failed-token limits that do not block valid tokens (issue 30, finding 4) ---------------------------------------
+
+
+def _revoked(make_token, user) -> str:
+    from accounts.services import Actor, api_token_revoke
+
+    plaintext = make_token(user, "graphs:read")
+    prefix = plaintext.split("_")[1]
+    api_token_revoke(actor=Actor.system(), token=ApiToken.objects.get(prefix=prefix))
+    return plaintext
+
+
+def _expired(make_token, user, monkeypatch) -> str:
+    """A token that expired a minute ago (created with a day to live, then the clock moved past it)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from accounts.services import Actor, api_token_create
+
+    _, plaintext = api_token_create(
+        actor=Actor.system(),
+        user=user,
+        name="short-lived",
+        scopes=["graphs:read"],
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(days=1, minutes=1))
+    return plaintext
+
+
+def test_a_revoked_token_retrying_does_not_starve_a_valid_token_on_the_same_address(
+    limits, clock, make_token, operator
+):
+    revoked = _revoked(make_token, operator)
+    valid = make_token(operator, "graphs:read")
+    assert {call(revoked).status_code for _ in range(40)} == {401}  # once a second for 40 s: never a 429
+    assert call(valid).status_code == 200
+
+
+def test_revoked_tokens_do_not_count_against_the_address(limits, clock, make_token, operator):
+    revoked = _revoked(make_token, operator)
+    for _ in range(10):
+        call(revoked)
+    assert shared_count("authfail", "203.0.113.7") == 0
+    assert [call("wm_wrong").status_code for _ in range(3)] == [401, 401, 429]  # the limit (2) is whole
+
+
+def test_a_revoked_token_is_answered_saying_so(limits, clock, make_token, operator):
+    response = call(_revoked(make_token, operator))
+    assert response.status_code == 401
+    body = response.json()
+    assert body["code"] == "unauthorized" and "revoked" in body["message"]
+    assert body["details"] == {"reason": "revoked"}
+    assert response["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
+
+
+def test_a_known_revoked_token_is_refused_without_an_hmac_or_a_query(
+    limits, clock, make_token, operator, monkeypatch, django_assert_num_queries
+):
+    from accounts import services
+
+    revoked = _revoked(make_token, operator)
+    assert call(revoked).status_code == 401  # learnt from the database once
+    digests = []
+    monkeypatch.setattr(services, "digest_secret", lambda secret: digests.append(secret) or "x")
+    with django_assert_num_queries(0):
+        assert call(revoked).status_code == 401
+        assert call(revoked[:-4] + "abcd").status_code == 401  # any secret with a revoked prefix
+    assert digests == []
+
+
+def test_an_expired_token_is_answered_401_saying_it_expired_and_does_not_count(
+    limits, clock, make_token, operator, monkeypatch
+):
+    expired = _expired(make_token, operator, monkeypatch)
+    responses = [call(expired) for _ in range(5)]
+    assert {r.status_code for r in responses} == {401}
+    body = responses[0].json()
+    assert body["code"] == "unauthorized" and "expired" in body["message"]
+    assert body["details"]["reason"] == "expired" and body["details"]["expired_at"]
+    assert shared_count("authfail", "203.0.113.7") == 0
+    assert call(make_token(operator, "graphs:read")).status_code == 200
+
+
+def test_a_valid_token_from_an_address_over_its_failure_limit_is_served(limits, clock, make_token, operator):
+    valid = make_token(operator, "graphs:read")
+    assert [call("wm_wrong").status_code for _ in range(3)] == [401, 401, 429]
+    assert call(valid).status_code == 200
+    assert call(valid).status_code == 200
+    clock["t"] = T0 + 30
+    assert_rate_limited(call("wm_wrong"), 30)  # the failing attempts alone are refused
+    assert_rate_limited(call(None), 30)
+    assert_rate_limited(call(f"wm_{'0' * 12}_{'x' * 40}"), 30)  # well-formed, unknown
+    assert shared_count("authfail", "203.0.113.7") == 2  # refused attempts are not counted further
+
+
+def test_a_wrong_secret_for_a_live_prefix_counts_as_a_failure(limits, clock, make_token, operator):
+    valid = make_token(operator, "graphs:read")
+    guess = valid[:-4] + ("abcd" if not valid.endswith("abcd") else "efgh")
+    assert [call(guess).status_code for _ in range(3)] == [401, 401, 429]
+    assert call(valid).status_code == 200
+
+
+def test_a_valid_tokens_call_makes_no_shared_cache_round_trip_from_a_blocked_address(
+    limits, clock, make_token, operator, monkeypatch
+):
+    limits.WAYMARK_API_RATE_CHECK_SECONDS = 3600
+    limits.WAYMARK_API_RATE_FLUSH_SECONDS = 3600
+    limits.WAYMARK_TOKEN_CACHE_CHECK_SECONDS = 3600
+    limits.WAYMARK_API_RATE_PER_TOKEN = 10**6
+    valid = make_token(operator, "graphs:read")
+    assert [call("wm_wrong").status_code for _ in range(3)] == [401, 401, 429]
+    assert call(valid).status_code == 200  # warm: the token is cached, its counter read once
+
+    def no_round_trip(*args, **kwargs):
+        raise AssertionError("a shared-cache round trip on a valid token's call")
+
+    for name in ("get", "get_many", "add", "incr", "set"):
+        monkeypatch.setattr(cache, name, no_round_trip)
+    assert [call(valid).status_code for _ in range(5)] == [200] * 5

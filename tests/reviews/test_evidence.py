@@ -231,9 +231,12 @@ def test_who_approved_is_shown_only_after_ones_own_judgment(
     for judge in (reviewer, second_reviewer):
         request = services.judgment_submit(actor=act(judge), request=request, verdict="approve")
     assert request.status == PromotionStatus.APPROVED
-    page = item_page(third_reviewer, request)
-    assert "Approved; not applied yet" in page and "rita" not in page.split('id="outcome"')[1].split("</div>")[0]
+    outcome = item_page(proposer, request).split('id="outcome"')[1].split("</div>")[0]
+    assert "Approved; not applied yet" in outcome and "rita" not in outcome  # counts only, for the proposer
     assert "Approved by rita and rob; not applied yet" in item_page(reviewer, request)
+    # a reviewer who may still judge is not told that the others approved: the request reads as open (issue 30)
+    page = item_page(third_reviewer, request)
+    assert "Approved" not in page and "badge-approved" not in page and "Open: needs 2 approvals" in page
 
 
 # --- counts hidden until judged --------------------------------------------------------------------------------------

@@ -88,10 +88,21 @@ def test_the_queue_skips_my_own_proposals_and_what_i_judged(fake_kind, proposer,
     assert own and services.queue_next(actor=act(reviewer)) is None
 
 
-def test_judging_releases_my_lease(fake_kind, proposer, reviewer):
+def test_an_approval_leaves_its_lease_to_run_out_and_the_next_item_is_another(fake_kind, proposer, reviewer):
+    """A lease ending at the approval, on a request still open, would tell everyone its holder approved (issue 30)."""
+    request = propose(fake_kind, proposer, "a")
+    other = propose(fake_kind, proposer, "b", parent="p2")
+    assert services.queue_next(actor=act(reviewer)) == request
+    held = QueueLease.objects.get(request=request)
+    services.judgment_submit(actor=act(reviewer), request=request, verdict="approve")
+    assert QueueLease.objects.get(request=request).expires_at == held.expires_at
+    assert services.queue_next(actor=act(reviewer)) == other
+
+
+def test_a_rejection_closes_the_request_and_drops_its_lease(fake_kind, proposer, reviewer):
     request = propose(fake_kind, proposer, "a")
     services.queue_next(actor=act(reviewer))
-    services.judgment_submit(actor=act(reviewer), request=request, verdict="approve")
+    services.judgment_submit(actor=act(reviewer), request=request, verdict="reject", comment="no")
     assert not QueueLease.objects.exists()
 
 

@@ -1,15 +1,18 @@
-"""`manage.py create_agent NAME [--token NAME --scope S [--scope S]]`: create an agent identity (audited
-`agent.create`); with --scope, also one token for it, whose plaintext alone is printed on stdout.
+"""`manage.py create_agent NAME [--token NAME --scope S [--scope S] [--expires-in DAYS]]`: create an agent identity
+(audited `agent.create`); with --scope, also one token for it (lasting DAYS, or until revoked), whose plaintext alone
+is printed on stdout.
 
 Bad input exits 2 with a one-line reason on stderr; nothing is created then (an agent that exists already is an
 error unless --scope asks only for a new token of it).
 """
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from accounts.models import User
 from accounts.roles import SCOPES, agent_scopes_allowed
 from accounts.services import Actor, AgentRefused, agent_create, api_token_create
+from accounts.tokens import MAX_EXPIRY_DAYS, expiry_after, parse_expiry_days
 
 USAGE_ERROR = 2
 
@@ -28,10 +31,21 @@ class Command(BaseCommand):
             metavar="SCOPE",
             help=f"scopes of the token, repeat for several; one of: {', '.join(SCOPES)}",
         )
+        parser.add_argument(
+            "--expires-in",
+            default=None,
+            dest="expires_in",
+            metavar="DAYS",
+            help=f"the token expires this many days from now (1 to {MAX_EXPIRY_DAYS}); default: never",
+        )
 
-    def handle(self, *args, name: str, token_name: str, scopes: list[str], **options) -> None:
-        if token_name and not scopes:
-            raise CommandError("--token needs at least one --scope", returncode=USAGE_ERROR)
+    def handle(self, *args, name: str, token_name: str, scopes: list[str], expires_in: str | None, **options) -> None:
+        if (token_name or expires_in is not None) and not scopes:
+            raise CommandError("--token and --expires-in need at least one --scope", returncode=USAGE_ERROR)
+        try:  # checked before anything is created
+            days = parse_expiry_days(expires_in) if expires_in is not None else None
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR)
         refused = sorted(set(scopes) - set(agent_scopes_allowed()))
         if refused:
             raise CommandError(f"scope(s) an agent cannot hold: {', '.join(refused)}", returncode=USAGE_ERROR)
@@ -46,7 +60,11 @@ class Command(BaseCommand):
             return
         try:
             _, plaintext = api_token_create(
-                actor=Actor.system(), user=agent, name=token_name or agent.username, scopes=scopes
+                actor=Actor.system(),
+                user=agent,
+                name=token_name or agent.username,
+                scopes=scopes,
+                expires_at=expiry_after(days, timezone.now()),
             )
         except ValueError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR)

@@ -1,13 +1,16 @@
-"""`manage.py create_api_token --user NAME --name NAME --scope S [--scope S]`: prints only the plaintext token.
+"""`manage.py create_api_token --user NAME --name NAME --scope S [--scope S] [--expires-in DAYS]`: prints only the
+plaintext token. Without --expires-in the token lasts until it is revoked.
 
 Bad input exits 2 with a one-line reason on stderr and creates nothing.
 """
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from accounts.models import User
 from accounts.roles import SCOPES
 from accounts.services import Actor, api_token_create
+from accounts.tokens import MAX_EXPIRY_DAYS, expiry_after, parse_expiry_days
 
 USAGE_ERROR = 2
 
@@ -26,8 +29,15 @@ class Command(BaseCommand):
             metavar="SCOPE",
             help=f"repeat for several; one of: {', '.join(SCOPES)}",
         )
+        parser.add_argument(
+            "--expires-in",
+            default=None,
+            dest="expires_in",
+            metavar="DAYS",
+            help=f"the token expires this many days from now (1 to {MAX_EXPIRY_DAYS}); default: never",
+        )
 
-    def handle(self, *args, user: str, name: str, scopes: list[str], **options) -> None:
+    def handle(self, *args, user: str, name: str, scopes: list[str], expires_in: str | None, **options) -> None:
         if not user:
             raise CommandError("--user is required", returncode=USAGE_ERROR)
         if not scopes:
@@ -36,7 +46,11 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"unknown user {user!r}", returncode=USAGE_ERROR)
         try:
-            _, plaintext = api_token_create(actor=Actor.system(), user=owner, name=name, scopes=scopes)
+            days = parse_expiry_days(expires_in) if expires_in is not None else None
+            expires_at = expiry_after(days, timezone.now())
+            _, plaintext = api_token_create(
+                actor=Actor.system(), user=owner, name=name, scopes=scopes, expires_at=expires_at
+            )
         except ValueError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR)
         self.stdout.write(plaintext)

@@ -30,7 +30,7 @@ class Command(BaseCommand):
         found = ApiToken.objects.select_related("user").filter(prefix=prefix).first() if prefix else None
         if found is None:
             raise CommandError(f"no token with prefix {prefix!r}", returncode=USAGE_ERROR)
-        was_active = found.is_active
+        was_revoked = found.revoked_at is not None
         revoked = api_token_revoke(actor=Actor.system(), token=found)
-        state = "revoked" if was_active else "was already revoked"
+        state = "was already revoked" if was_revoked else "revoked"
         self.stdout.write(f"{revoked} of {revoked.user.username} {state} at {revoked.revoked_at:%Y-%m-%d %H:%M:%S} UTC")
