@@ -26,3 +26,7 @@ def _configure_logging_from_django(**kwargs) -> None:
 # Errors worth a retry with backoff: the network and the broker (OSError covers ConnectionError and TimeoutError)
 # and a dropped or busy database connection. Tasks opt in: @shared_task(autoretry_for=TRANSIENT_ERRORS, ...).
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OSError, DatabaseOperationalError, DatabaseInterfaceError)
+
+# Every process that runs tasks stamps its liveness, and beat frees the leases of dead ones (config/liveness.py): the
+# module connects the worker signals, so it is imported wherever the app is.
+from config import liveness  # noqa: E402, F401

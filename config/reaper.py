@@ -9,6 +9,9 @@ A reaper is called as `reap(cutoff=...)` and returns how many rows it marked: th
 before the cutoff. Celery beat runs `reap_stuck_work` every minute (CELERY_BEAT_SCHEDULE) with the cutoff now minus
 settings.WAYMARK_STUCK_AFTER_SECONDS. The app's service writes and audits (verb "<model>.reaped", actor system); it
 updates only rows still running and old, so reaping is idempotent and never overwrites work that finished meanwhile.
+
+Leased work (replays, evolution steps, proposal batches, rubric jobs) is not reaped here: its leases run out, and
+config/liveness.py ends them early when their worker process is known dead.
 """
 
 from __future__ import annotations

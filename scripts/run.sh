@@ -5,6 +5,9 @@ port=${1:-8000}
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-config.settings.local}
 export PORT=$port
 export WAYMARK_URL=${WAYMARK_URL:-http://127.0.0.1:$port}
+# Beside an earlier `make run` (or what one left running) stop here, before migrating and seeding: say who holds the
+# port and how to stop it (scripts/check_port.py).
+.venv/bin/python scripts/check_port.py "$port" || exit 1
 mkdir -p var
 .venv/bin/python manage.py migrate --no-input -v 0
 .venv/bin/python manage.py seed_demo
@@ -21,4 +24,6 @@ cat <<MSG
   Stop with Ctrl-C.
 
 MSG
+# Every supervised process stops its command when this process (honcho, after the exec) is gone: scripts/supervise.py.
+export WAYMARK_STACK_PID=$$
 exec .venv/bin/honcho -f Procfile start

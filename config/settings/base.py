@@ -132,6 +132,14 @@ else:
             "LOCATION": str(VAR_DIR / "cache"),
         }
     }
+# Worker liveness stamps (config/liveness.py) have an alias of their own: on the embedded default their own folder,
+# so that culling the other entries (sessions, counters) never drops a stamp; on Redis the same server.
+CACHES["liveness"] = (
+    {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "liveness")}
+)
+WAYMARK_LIVENESS_CACHE = "liveness"
 
 # Sessions read from the cache, written to both (Django's cached_db): a logged-in page reads its session without a
 # database query; a session outlives a cache flush (read back from the database).
@@ -175,6 +183,9 @@ else:
         "processed_folder": str(_broker / "processed"),
         "control_folder": str(_broker / "control"),
         "store_processed": False,
+        # How long a worker sleeps when it finds no message it can take: with one task in flight (prefetch 1), at
+        # most one task per interval moves (kombu's default of 1 s made it about one task a second).
+        "polling_interval": float(env_str("WAYMARK_BROKER_POLL_SECONDS", "0.05")),
     }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -187,7 +198,7 @@ CELERY_TASK_TIME_LIMIT = env_int("WAYMARK_TASK_TIME_LIMIT", 15 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("WAYMARK_TASK_SOFT_TIME_LIMIT", 14 * 60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("WAYMARK_TASKS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_IMPORTS = ("config.reaper", "config.heartbeat", "trajectories.jobs")
+CELERY_IMPORTS = ("config.reaper", "config.heartbeat", "config.liveness", "trajectories.jobs")
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-work": {"task": "config.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
     "reap-job-leases": {"task": "trajectories.jobs.reap_job_leases", "schedule": timedelta(minutes=1)},
@@ -206,9 +217,22 @@ CELERY_BEAT_SCHEDULE = {
 }
 # /healthz calls the worker "stale" when the last heartbeat is older than this (three missed beats by default).
 WAYMARK_HEARTBEAT_STALE_SECONDS = env_int("WAYMARK_HEARTBEAT_STALE_SECONDS", 180)
+# Worker liveness (config/liveness.py): each process that runs tasks stamps itself every STAMP seconds; beat looks
+# every CHECK seconds for leases whose owner's stamp is older than STALE and ends them, so the work is taken over
+# within STALE + CHECK seconds of a worker's death instead of when its lease runs out.
+WAYMARK_LIVENESS_STAMP_SECONDS = env_int("WAYMARK_LIVENESS_STAMP_SECONDS", 5)
+WAYMARK_LIVENESS_STALE_SECONDS = env_int("WAYMARK_LIVENESS_STALE_SECONDS", 30)
+WAYMARK_LIVENESS_CHECK_SECONDS = env_int("WAYMARK_LIVENESS_CHECK_SECONDS", 15)
+CELERY_BEAT_SCHEDULE["release-dead-leases"] = {
+    "task": "config.liveness.release_dead_leases",
+    "schedule": timedelta(seconds=WAYMARK_LIVENESS_CHECK_SECONDS),
+}
 
 # --- Waymark ------------------------------------------------------------------------------------------------------
 WAYMARK_TOKEN_PEPPER = env_str("WAYMARK_TOKEN_PEPPER", SECRET_KEY)
+# Login throttling (accounts/throttle.py): failures per (username, address) and per browser with the username's device
+# cookie; per address, whatever the usernames; per username from browsers without its device cookie, from any address
+# (above the first, so one address alone never reaches it). Each counted over, and locked for, LOCKOUT seconds.
 WAYMARK_LOGIN_MAX_FAILURES = env_int("WAYMARK_LOGIN_MAX_FAILURES", 5)
 WAYMARK_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("WAYMARK_LOGIN_MAX_FAILURES_PER_ADDRESS", 20)
 WAYMARK_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int("WAYMARK_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20)
@@ -278,3 +302,8 @@ WAYMARK_MODEL_RETRIES = env_int("WAYMARK_MODEL_RETRIES", 3)
 # Logs: "plain" lines, or one JSON object per line ("json", the production default) carrying request_id and, inside a
 # Celery task, task_id and task_name (config/logs.py). Celery workers use this configuration too (config/celery.py).
 LOGGING = logging_config(env_str("WAYMARK_LOG_FORMAT", "plain"), env_str("WAYMARK_LOG_LEVEL", "INFO"))
+
+# A periodic message that waited longer than its period is dropped by the worker that finally reads it instead of
+# being run (the next one is already on its way): a backlog never turns into a queue of no-op reapers ahead of work.
+for _entry in CELERY_BEAT_SCHEDULE.values():
+    _entry.setdefault("options", {}).setdefault("expires", _entry["schedule"].total_seconds())

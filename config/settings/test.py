@@ -51,6 +51,7 @@ if env_str("WAYMARK_TEST_CACHE_URL", ""):  # server processes a test starts shar
             "LOCATION": env_str("WAYMARK_TEST_CACHE_URL", ""),
         }
     }
+WAYMARK_LIVENESS_CACHE = "default"  # the stamps share the test cache (Redis for the worker fault tests)
 # The locmem cache lives for the whole run: limits no other test can reach (tests/config/test_ratelimit.py lowers them).
 WAYMARK_API_RATE_PER_TOKEN = 10**9
 WAYMARK_API_AUTH_FAILURES_PER_IP = 10**9

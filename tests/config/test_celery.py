@@ -1,5 +1,7 @@
 """Celery is configured for reliability: a task is acknowledged only once done, and lost with no worker never."""
 
+import pytest
+
 from config.celery import TRANSIENT_ERRORS
 from config.celery import app as celery_app
 
@@ -44,3 +46,21 @@ def test_evolution_steps_retry_on_transient_errors_and_beat_resumes_lost_runs():
     assert task.autoretry_for == TRANSIENT_ERRORS and task.retry_backoff
     tasks = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
     assert "graphs.evolution_reap" in tasks
+
+
+def test_a_periodic_message_older_than_its_period_is_dropped_not_run():
+    """A backlog of beat's messages (a worker that was down) never queues no-op reapers ahead of real work."""
+    for name, entry in celery_app.conf.beat_schedule.items():
+        expires = entry.get("options", {}).get("expires")
+        assert expires is not None and 0 < expires <= entry["schedule"].total_seconds(), name
+
+
+def test_the_embedded_broker_is_polled_often_enough_to_move_many_tasks_a_second():
+    """kombu's filesystem transport sleeps its polling interval whenever it finds no message it may take: with one
+    task in flight at a time, the interval bounds the tasks moved per second (1 s: one task a second)."""
+    from config.settings import base
+
+    if base.REDIS_URL:
+        pytest.skip("REDIS_URL is set: the embedded filesystem broker is not configured")
+    assert base.CELERY_BROKER_URL == "filesystem://"
+    assert base.CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] <= 0.1

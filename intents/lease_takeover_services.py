@@ -1,0 +1,62 @@
+"""Intent proposal runs whose batch's worker process died are taken over now, not when their lease runs out.
+
+config.liveness (beat, every few seconds) asks `proposal_lease_holders()` for the owners of live run leases and
+hands those whose process stopped stamping its liveness to `proposal_leases_release`, which ends their leases (only
+runs still running under that owner: a conditional update) with an audit event from the system actor, and enqueues
+`intents.proposal_reap` on commit: the next step claims the run and goes on at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.services import Actor, audit_record
+from config.liveness import register_leases
+
+from .models import IntentProposalRun
+
+
+def _held(now: datetime):
+    return IntentProposalRun.objects.filter(status=IntentProposalRun.Status.RUNNING, lease_expires_at__gt=now).exclude(
+        lease_owner=""
+    )
+
+
+def proposal_lease_holders(*, now: datetime | None = None) -> list[str]:
+    return list(_held(now or timezone.now()).values_list("lease_owner", flat=True).distinct())
+
+
+def proposal_leases_release(*, owners: Collection[str], now: datetime | None = None) -> int:
+    """End the live leases of proposal runs held by `owners` (dead worker processes); returns how many."""
+    now = now or timezone.now()
+    released = 0
+    with transaction.atomic(durable=True):
+        for pk, owner, expires in (
+            _held(now).filter(lease_owner__in=list(owners)).values_list("pk", "lease_owner", "lease_expires_at")
+        ):
+            if not _held(now).filter(pk=pk, lease_owner=owner).update(lease_expires_at=now):
+                continue  # renewed or finished meanwhile
+            audit_record(
+                actor=Actor.system(),
+                verb="intentproposalrun.lease_released",
+                target=("intents.intentproposalrun", str(pk)),
+                before={"lease_owner": owner, "lease_expires_at": expires.isoformat()},
+                after={"lease_expires_at": now.isoformat(), "reason": "its worker process stopped"},
+            )
+            released += 1
+        if released:
+            transaction.on_commit(_take_over)
+    return released
+
+
+def _take_over() -> None:
+    from .tasks import proposal_reap
+
+    proposal_reap.delay()
+
+
+register_leases("intents.intentproposalrun", holders=proposal_lease_holders, release=proposal_leases_release)
