@@ -10,7 +10,7 @@ export WAYMARK_URL=${WAYMARK_URL:-http://127.0.0.1:$port}
 .venv/bin/python scripts/check_port.py "$port" || exit 1
 mkdir -p var
 .venv/bin/python manage.py migrate --no-input -v 0
-.venv/bin/python manage.py seed_demo
+.venv/bin/python manage.py seed_demo || echo "  the demo could not be seeded (see above); starting anyway" >&2
 cat <<MSG
 
   Waymark is starting at http://127.0.0.1:${port}/

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -73,9 +73,12 @@ def jobs_create(
     )
 
 
-def _claimable(kinds: Sequence[str], now: datetime):
+def _claimable(kinds: Sequence[str], now: datetime, match: Mapping[str, Sequence[Any]] | None = None):
     waiting = Q(status=JobStatus.QUEUED) | Q(status=JobStatus.LEASED, lease_expires_at__lt=now)
-    return Job.objects.filter(waiting, kind__in=kinds).filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
+    jobs = Job.objects.filter(waiting, kind__in=kinds).filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
+    for key, values in (match or {}).items():
+        jobs = jobs.filter(**{f"payload__{key}__in": list(values)})
+    return jobs
 
 
 def job_claim(
@@ -85,10 +88,12 @@ def job_claim(
     kinds: Sequence[str] | None = None,
     worker: str,
     lease_seconds: int,
+    match: Mapping[str, Sequence[Any]] | None = None,
     now: datetime | None = None,
 ) -> Job | None:
     """Lease the oldest claimable job of `kind` (or of any of `kinds`) to `worker` for `lease_seconds`; None when
-    there is none. Give exactly one of `kind` and `kinds`; an empty `kinds` claims nothing."""
+    there is none. Give exactly one of `kind` and `kinds`; an empty `kinds` claims nothing. `match` narrows the offer
+    to jobs whose payload holds, for each key, one of its values (keys are plain names: the API's schema checks)."""
     if (kind is None) == (kinds is None):
         raise TypeError("job_claim takes exactly one of kind= and kinds=")
     if isinstance(kinds, str):
@@ -103,7 +108,7 @@ def job_claim(
     skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic(durable=True):
         for _ in range(5):
-            rows = _claimable(names, now).order_by("id")
+            rows = _claimable(names, now, match).order_by("id")
             rows = rows.select_for_update(skip_locked=True) if skip_locked else rows.select_for_update()
             job = rows.first()
             if job is None:
@@ -111,7 +116,7 @@ def job_claim(
             before = {"status": job.status, "lease_owner": job.lease_owner}
             expires = now + timedelta(seconds=lease_seconds)
             taken = (
-                _claimable(names, now)
+                _claimable(names, now, match)
                 .filter(pk=job.pk, status=job.status)
                 .update(
                     status=JobStatus.LEASED,

@@ -8,7 +8,7 @@ implementation of the protocol: /api/v1/replays (procedures.api) calls them rest
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -44,10 +44,17 @@ RESULT_DESCRIPTION = (
 )
 
 
-def claim_job(request: HttpRequest, *, kinds: Sequence[str], worker: str, lease_seconds: int):
-    """Lease the oldest open job among `kinds` to the caller: 200 with the job, or 204 when there is none."""
+def claim_job(
+    request: HttpRequest,
+    *,
+    kinds: Sequence[str],
+    worker: str,
+    lease_seconds: int,
+    match: Mapping[str, Sequence[Any]] | None = None,
+):
+    """Lease the oldest open job among `kinds` (and `match`) to the caller: 200 with the job, or 204 when none."""
     job = job_services.job_claim(
-        actor=Actor.of_request(request), kinds=kinds, worker=worker, lease_seconds=lease_seconds
+        actor=Actor.of_request(request), kinds=kinds, worker=worker, lease_seconds=lease_seconds, match=match
     )
     if job is None:
         return HttpResponse(status=204)
@@ -105,11 +112,12 @@ def _requested_kinds(requested: list[str] | None) -> tuple[str, ...]:
     response=CLAIM_RESPONSES,
     summary="Lease the oldest open evaluation job among the given kinds (204 when there is none)",
     description="`kinds` narrows the claim to the kinds this agent can run (procedure_replay, graph_evaluation); "
-    "omitted, every kind is offered. 422 `unknown_kind` names a kind Waymark does not have.",
+    "omitted, every kind is offered. 422 `unknown_kind` names a kind Waymark does not have. `match` narrows it to "
+    'jobs whose payload holds one of the listed values for every key named (`{"intent": ["refund request"]}`).',
 )
 def claim(request: HttpRequest, body: JobClaimIn):
     kinds = _requested_kinds(body.kinds)
-    return claim_job(request, kinds=kinds, worker=body.worker, lease_seconds=body.lease_seconds)
+    return claim_job(request, kinds=kinds, worker=body.worker, lease_seconds=body.lease_seconds, match=body.match)
 
 
 @router.post(

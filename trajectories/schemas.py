@@ -191,11 +191,26 @@ class JobInputSchema(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
+MatchKey = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$", max_length=60)]
+MatchValue = Annotated[str, StringConstraints(max_length=200), AfterValidator(_without_nul)] | StrictBool | int
+
+
 class JobClaimIn(JobInputSchema):
     worker: text(200) = ""
     lease_seconds: int = Field(300, ge=1, le=3600, strict=True)
     kinds: Annotated[list[text(60, required=True)], Field(min_length=1, max_length=20)] | None = Field(
         None, description="the job kinds this agent can run; omitted: every kind (procedure_replay, graph_evaluation)"
+    )
+    match: (
+        Annotated[
+            dict[MatchKey, Annotated[list[MatchValue], Field(min_length=1, max_length=100)]],
+            Field(min_length=1, max_length=10),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="offer only jobs whose payload holds, for every key named, one of the values listed, e.g. "
+        '{"intent": ["refund request"]} or {"workspace": ["support"]}; a job whose payload lacks a key is not offered',
     )
 
 

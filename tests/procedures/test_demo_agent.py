@@ -8,6 +8,7 @@ from django.core.cache import cache
 from django.core.management import call_command
 
 from accounts.services import Actor
+from graphs.demo import LAB_SLUG
 from procedures import live_replay_services, mining_services
 from procedures.demo_agent import MAX_WALK_STEPS, simulate_graph_run, simulate_job, simulate_run
 from procedures.models import ReplayStatus, VersionStatus
@@ -159,10 +160,10 @@ def test_one_loop_answers_graph_evaluation_and_replay_jobs_over_http(
     from tests.trajectories.factories import ingest, run_item, step_item
 
     cache.clear()
-    lab = workspace_create(actor=Actor.system(), slug="lab", task_description="answer questions").workspace
+    lab = workspace_create(actor=Actor.system(), slug=LAB_SLUG, task_description="answer questions").workspace
     ingest(
         *[
-            run_item(task=f"Question {n}", intent="qa", graph_workspace="lab", steps=[step_item("search")])
+            run_item(task=f"Question {n}", intent="qa", graph_workspace=LAB_SLUG, steps=[step_item("search")])
             for n in range(3)
         ]
     )
@@ -194,7 +195,7 @@ def test_one_loop_answers_graph_evaluation_and_replay_jobs_over_http(
     graph_jobs = list(Job.objects.filter(kind=JOB_KIND).select_related("result_run").order_by("id"))
     for job in graph_jobs:
         answer = job.result_run
-        assert answer.task == job.payload["task"] and answer.graph_workspace == "lab"
+        assert answer.task == job.payload["task"] and answer.graph_workspace == LAB_SLUG
         assert answer.metadata["graph_ref"] == job.payload["graph_ref"]
     outcomes = {(job.payload["purpose"], job.result_run.outcome) for job in graph_jobs}
     # The seed graph is Start → End (no action): its walk fails; round 1's candidate leads through its actions.
@@ -205,3 +206,41 @@ def test_one_loop_answers_graph_evaluation_and_replay_jobs_over_http(
     live.refresh_from_db()
     assert live.status == ReplayStatus.DONE and live.gate_report["passed"] is True
     cache.clear()
+
+
+@pytest.mark.postgres
+def test_it_leaves_the_jobs_of_anyone_elses_procedures_and_workspaces_alone(
+    transactional_db, live_server, operator, make_agent_token
+):
+    """Simulated answers are the demo's evidence only: a live replay of the user's own intent, and graph evaluation
+    jobs of the user's own workspace, wait for a real agent."""
+    from graphs.core.twohop import ROUND_1_BUILD
+    from graphs.evolution.services import evolution_start, evolution_step
+    from graphs.services import workspace_create
+    from tests.trajectories.factories import ingest, run_item, step_item
+
+    ingest(*[run_item(intent="warranty_claim", steps=[step_item("lookup_policy")]) for _ in range(10)])
+    mine = mining_services.procedure_mine(actor=Actor(user=operator), intent="warranty_claim", live=True)
+    theirs = mine.version.replays.get(mode="live")
+    support = workspace_create(actor=Actor.system(), slug="support", task_description="answer").workspace
+    ingest(*[run_item(task=f"Question {n}", graph_workspace="support") for n in range(2)])
+    evolution = evolution_start(
+        actor=Actor(user=operator),
+        workspace=support,
+        rounds=1,
+        evaluator="agents",
+        script=[ROUND_1_BUILD],
+        enqueue=False,
+    )
+    evolution_step(run_id=evolution.pk, worker="w")
+    waiting = set(Job.objects.values_list("pk", flat=True))
+    assert waiting and Job.objects.filter(subject=live_replay_services.replay_subject(theirs)).exists()
+    out = io.StringIO()
+
+    call_command(
+        "run_demo_agent", "--once", "--token", make_agent_token("evaluations:run"), "--url", live_server.url, stdout=out
+    )
+
+    assert "answered 0 job(s)" in out.getvalue()
+    assert set(Job.objects.filter(pk__in=waiting).values_list("status", flat=True)) == {JobStatus.QUEUED}
+    assert not Run.objects.filter(source="waymark-evaluation").exists()

@@ -194,3 +194,46 @@ def test_the_claim_service_takes_one_kind_or_several():
     assert job_services.job_claim(actor=agent, kinds=[], worker="w", lease_seconds=60) is None
     assert job_services.job_claim(actor=agent, kinds=[SECOND, FIRST], worker="w", lease_seconds=60).pk == first.pk
     assert job_services.job_claim(actor=agent, kind=SECOND, worker="w", lease_seconds=60).pk == second.pk
+
+
+def queue_payloads(kind, *payloads, subject="api:match"):
+    with transaction.atomic():
+        return job_services.jobs_create(kind=kind, subject=subject, payloads=list(payloads))
+
+
+def test_match_offers_only_jobs_whose_payload_holds_a_listed_value_for_every_key(api_client, token):
+    mine, _, other_workspace, bare = queue_payloads(
+        FIRST,
+        {"intent": "refund request", "workspace": "support"},
+        {"intent": "warranty claim", "workspace": "support"},
+        {"intent": "refund request", "workspace": "lab"},
+        {"task": "no intent at all"},
+    )
+    match = {"intent": ["refund request", "order status"], "workspace": ["support"]}
+    assert claim(api_client, token, kinds=[FIRST], match=match).json()["id"] == mine.pk
+    assert claim(api_client, token, kinds=[FIRST], match=match).status_code == 204
+    assert claim(api_client, token, kinds=[FIRST], match={"intent": ["refund request"]}).json()["id"] == (
+        other_workspace.pk
+    )
+    assert claim(api_client, token, kinds=[FIRST]).json()["id"] != bare.pk  # the warranty claim, oldest left
+    assert Job.objects.get(pk=bare.pk).status == JobStatus.QUEUED
+
+
+@pytest.mark.parametrize(
+    "match",
+    [
+        {},
+        {"intent": []},
+        {"Intent": ["x"]},
+        {"payload__intent": ["x"]},
+        {"a__b": ["x"]},
+        {"intent": [{"nested": 1}]},
+        {f"k{n}": ["x"] for n in range(11)},
+        {"intent": ["x"] * 101},
+        {"intent": "refund request"},
+    ],
+)
+def test_a_bad_match_is_refused_and_claims_nothing(api_client, token, match):
+    queue_payloads(FIRST, {"intent": "x"})
+    assert_error(claim(api_client, token, kinds=[FIRST], match=match), 422)
+    assert not Job.objects.filter(status=JobStatus.LEASED).exists()

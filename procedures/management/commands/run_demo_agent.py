@@ -1,11 +1,16 @@
 """`manage.py run_demo_agent [--once] [--token T] [--url U]`: the demo environment's simulated support agent.
 
-One loop serves both kinds of evaluation job: through the Python client (waymark_client, clients/python) it claims
-them (POST /api/v1/jobs/claim with kinds procedure_replay and graph_evaluation), runs a replay job's procedure in
+One loop serves both kinds of evaluation job, the demo's own only: through the Python client (waymark_client,
+clients/python) it claims them (POST /api/v1/jobs/claim with kind procedure_replay matching the demo's intents, and
+kind graph_evaluation matching the demo's workspaces: simulated answers never become evidence for anyone else's
+procedure or graph), runs a replay job's procedure in
 the simulated environment or follows a graph evaluation job's graph (procedures.demo_agent), and answers with the
 run (POST /api/v1/jobs/{job}/result) — the client's job helper, `Waymark.work_jobs`. While the server is not up,
 the token is not there yet, or there is no work, it waits with a growing pause (up to --max-wait seconds) instead
-of failing; it never exits on an error unless --once is given.
+of failing; it never exits on an error unless --once is given. A job it cannot simulate is reported and left to
+its lease (another agent may take it), and any other error is reported with its traceback and waited out like an
+unreachable server: the demo agent is one of `make run`'s processes, and one of them ending stops the whole stack,
+so nothing in a job's payload may end it (issue 24).
 
 The token comes from --token, else WAYMARK_AGENT_TOKEN, else the file seed_demo writes (var/demo-agent-token).
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import traceback
 from pathlib import Path
 
 from django.conf import settings
@@ -29,11 +35,19 @@ from waymark_client import (
     WaymarkConnectionError,
 )
 
-from procedures.demo_agent import JOB_SIMULATIONS, simulate_job
+from graphs.demo import DEMO_SLUG, LAB_SLUG
+from procedures.demo import DEMO_INTENTS
+from procedures.demo_agent import simulate_job
+from procedures.mining import intent_key
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKEN_FILENAME = "demo-agent-token"
 LEASE_SECONDS = 120
+# What the demo agent claims: (kinds, payload match) — the jobs of the demo's procedures and workspaces only.
+DEMO_CLAIMS = (
+    (("procedure_replay",), {"intent": sorted({intent_key(label) for label in DEMO_INTENTS})}),
+    (("graph_evaluation",), {"workspace": [DEMO_SLUG, LAB_SLUG]}),
+)
 # The command waits between polls itself (growing up to --max-wait): the client only retries a request briefly.
 RETRY = RetryPolicy(max_attempts=2, backoff=0.2)
 
@@ -78,6 +92,12 @@ class Command(BaseCommand):
                     return
                 self.stdout.write(f"demo agent: waiting for the server ({exc}); next try in {wait:.0f} s")
                 count = 0
+            except Exception:  # a bug or an answer the client did not expect: reported, never the end of the agent
+                then = "" if once else f", next try in {wait:.0f} s"
+                self.stderr.write(f"demo agent: unexpected error{then}\n{traceback.format_exc()}")
+                if once:
+                    return
+                count = 0
             answered += count
             if once:
                 self.stdout.write(f"demo agent: answered {answered} job(s)")
@@ -94,13 +114,23 @@ class Command(BaseCommand):
             raise Unavailable("no agent token yet (run seed_demo or pass --token)")
         answered = 0
         with Waymark(url, token, retry=RETRY) as client:
-            jobs = client.work_jobs(_simulate, worker=worker, kinds=JOB_SIMULATIONS, lease_seconds=LEASE_SECONDS)
+            jobs = (
+                outcome
+                for kinds, match in DEMO_CLAIMS
+                for outcome in client.work_jobs(
+                    _simulate, worker=worker, kinds=kinds, match=match, lease_seconds=LEASE_SECONDS, on_error="skip"
+                )
+            )
             try:
                 for outcome in jobs:
                     job = outcome.job
                     if outcome.answered:
                         answered += 1
                         self.stdout.write(f"demo agent: {job.kind} job {job.id} answered ({outcome.run['outcome']})")
+                    elif outcome.run is None:  # the simulation raised: the job waits for its lease to run out
+                        self.stderr.write(
+                            f"demo agent: job {job.id} not run: {type(outcome.error).__name__}: {outcome.error}"
+                        )
                     else:
                         self.stderr.write(f"demo agent: job {job.id} refused: {outcome.error}")
             except WaymarkConnectionError as exc:

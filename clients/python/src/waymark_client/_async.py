@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -196,9 +196,15 @@ class AsyncWaymark:
         return await self._drive(operation)
 
     async def claim(
-        self, *, worker: str, kinds: Sequence[str] | None = JOB_KINDS, lease_seconds: int = 300
+        self,
+        *,
+        worker: str,
+        kinds: Sequence[str] | None = JOB_KINDS,
+        lease_seconds: int = 300,
+        match: Mapping[str, Sequence[Any]] | None = None,
     ) -> Job | None:
-        return await self._drive(self._core.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds))
+        operation = self._core.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds, match=match)
+        return await self._drive(operation)
 
     async def answer(self, job_id: int, run: Any) -> JobAnswer:
         return await self._drive(self._core.answer(job_id, run))
@@ -210,12 +216,13 @@ class AsyncWaymark:
         worker: str,
         kinds: Sequence[str] | None = JOB_KINDS,
         lease_seconds: int = 300,
+        match: Mapping[str, Sequence[Any]] | None = None,
         limit: int | None = None,
         on_error: Literal["raise", "skip", "answer"] = "raise",
     ) -> AsyncIterator[JobOutcome]:
         done = 0
         while limit is None or done < limit:
-            job = await self.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds)
+            job = await self.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds, match=match)
             if job is None:
                 return
             yield await self._drive(self._core.work_job(job, handler, on_error=on_error))

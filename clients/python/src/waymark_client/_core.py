@@ -373,13 +373,21 @@ class Core:
         return response.json()
 
     def claim(
-        self, *, worker: str, kinds: Sequence[str] | None = JOB_KINDS, lease_seconds: int = 300
+        self,
+        *,
+        worker: str,
+        kinds: Sequence[str] | None = JOB_KINDS,
+        lease_seconds: int = 300,
+        match: Mapping[str, Sequence[Any]] | None = None,
     ) -> Operation[Job | None]:
-        """Lease the oldest open job among `kinds`: the Job, or None (204). Never retried once it may have reached
-        the server (a repeat would lease a second job)."""
+        """Lease the oldest open job among `kinds` (whose payload holds, for every key of `match`, one of its
+        values): the Job, or None (204). Never retried once it may have reached the server (a repeat would lease a
+        second job)."""
         body: dict[str, Any] = {"worker": worker, "lease_seconds": lease_seconds}
         if kinds is not None:
             body["kinds"] = list(kinds)
+        if match:
+            body["match"] = {key: list(values) for key, values in match.items()}
         response = yield from self.expect("POST", f"{API}/jobs/claim", (200, 204), json=body, idempotent=False)
         if response.status_code == 204:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -236,8 +236,17 @@ class Waymark:
 
     # -- evaluation jobs ---------------------------------------------------------------------------------------------
 
-    def claim(self, *, worker: str, kinds: Sequence[str] | None = JOB_KINDS, lease_seconds: int = 300) -> Job | None:
-        return self._drive(self._core.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds))
+    def claim(
+        self,
+        *,
+        worker: str,
+        kinds: Sequence[str] | None = JOB_KINDS,
+        lease_seconds: int = 300,
+        match: Mapping[str, Sequence[Any]] | None = None,
+    ) -> Job | None:
+        """Lease the oldest open job among `kinds` whose payload holds, for every key of `match`, one of its values
+        (e.g. `{"intent": ["refund request"]}`): the Job, or None when there is none."""
+        return self._drive(self._core.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds, match=match))
 
     def answer(self, job_id: int, run: Any) -> JobAnswer:
         return self._drive(self._core.answer(job_id, run))
@@ -249,6 +258,7 @@ class Waymark:
         worker: str,
         kinds: Sequence[str] | None = JOB_KINDS,
         lease_seconds: int = 300,
+        match: Mapping[str, Sequence[Any]] | None = None,
         limit: int | None = None,
         on_error: Literal["raise", "skip", "answer"] = "raise",
     ) -> Iterator[JobOutcome]:
@@ -256,7 +266,7 @@ class Waymark:
         open (or `limit` jobs): one JobOutcome per job, as it is answered."""
         done = 0
         while limit is None or done < limit:
-            job = self.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds)
+            job = self.claim(worker=worker, kinds=kinds, lease_seconds=lease_seconds, match=match)
             if job is None:
                 return
             yield self._drive(self._core.work_job(job, handler, on_error=on_error))
