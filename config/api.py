@@ -2,6 +2,7 @@
 
 import logging
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
@@ -13,6 +14,7 @@ from procedures.api import router as procedures_router
 from reviews.api import router as reviews_router
 from trajectories.api import router as trajectories_router
 
+from .bodies import too_large, upload_limit
 from .busy import api_busy_response, is_database_busy
 from .errors import ApiError
 from .text import JsonBodyParser
@@ -29,14 +31,22 @@ EVERY_OPERATION_MAY_ANSWER = {
         None,
     ),
     "429": (
-        "Too Many Requests: a rate limit was reached (code `rate_limited`); retry after `Retry-After` seconds",
+        "Too Many Requests: a rate limit was reached (code `rate_limited`), or an ingest request found its token's or "
+        "agent's share of requests in flight taken (`too_many_in_flight`); retry after `Retry-After` seconds",
         _RETRY_AFTER,
     ),
     "503": (
-        "Service Unavailable: the database is busy (code `busy`); retry after `Retry-After` seconds",
+        "Service Unavailable: the database is busy, or an ingest request found no room among the bodies this server "
+        "process works on at once (code `busy`); retry after `Retry-After` seconds",
         _RETRY_AFTER,
     ),
 }
+
+# ... and every operation that reads a body (config/bodies.py), unless it declares its own 413.
+BODY_TOO_LARGE = (
+    "Content Too Large: the body is over DATA_UPLOAD_MAX_MEMORY_SIZE bytes (code `payload_too_large`, the limit in "
+    "`details.max_bytes`); nothing was read or written"
+)
 
 
 class WaymarkApi(NinjaAPI):
@@ -48,6 +58,8 @@ class WaymarkApi(NinjaAPI):
                 for status, (description, headers) in EVERY_OPERATION_MAY_ANSWER.items():
                     answer = {"description": description, "content": error}
                     operation["responses"].setdefault(status, {**answer, "headers": headers} if headers else answer)
+                if "requestBody" in operation:
+                    operation["responses"].setdefault("413", {"description": BODY_TOO_LARGE, "content": error})
         return schema
 
 
@@ -110,6 +122,13 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
         for err in exc.errors
     ]
     return _error(request, 422, "invalid", "the request does not match the schema", {"errors": errors})
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    """Django refused to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE (config.bodies.BodyLimitMiddleware answers
+    most of these before the API runs: this covers a body whose size only showed while it was read)."""
+    return on_api_error(request, too_large(upload_limit()))
 
 
 @api.exception_handler(Http404)

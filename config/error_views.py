@@ -1,9 +1,11 @@
-"""The error pages: 403, 404, 414 and 500, styled like every page and saying why; under /api/ the API's Error body.
+"""The error pages: 403, 404, 413, 414 and 500, styled like every page and saying why; under /api/ the API's Error
+body.
 
 403 and 404 render with the request (the navigation of the signed-in user, the reason). 500 renders with an empty
 context and no request, so it needs neither the database nor a working session: its navigation is static. The 414
 page is answered by config.middleware.LongUrlMiddleware below the server's own limit, and by the Procfile's gunicorn
-worker class (config.gunicorn_worker) above it.
+worker class (config.gunicorn_worker) above it. The 413 page is answered by config.bodies.BodyLimitMiddleware for a
+body over DATA_UPLOAD_MAX_MEMORY_SIZE, before the CSRF check or a view reads it.
 """
 
 from __future__ import annotations
@@ -87,6 +89,19 @@ def uri_too_long(request: HttpRequest, *, length: int, limit: int) -> HttpRespon
         return api_error(414, "uri_too_long", f"the URL has {length} characters; at most {limit}", {"limit": limit})
     context = {"length": length, "limit": limit, "path": request.path[:200]}
     return HttpResponse(loader.render_to_string("414.html", context, request), status=414)
+
+
+def payload_too_large(request: HttpRequest, *, limit: int) -> HttpResponse:
+    if is_api(request):
+        return api_error(413, "payload_too_large", f"the body is larger than {limit} bytes", {"max_bytes": limit})
+    context = {"limit": limit, "limit_mib": f"{limit / 2**20:.1f}", "path": request.path[:200]}
+    return HttpResponse(loader.render_to_string("413.html", context, request), status=413)
+
+
+def plain_error(request: HttpRequest, status: int, message: str) -> HttpResponse:
+    """A short plain-text answer for what only a hand-made request gets (a malformed Content-Length, a chunked body
+    the server cannot read): no browser sends these."""
+    return HttpResponse(message[:1].upper() + message[1:] + ".", status=status, content_type="text/plain")
 
 
 def static_page(template: str, **context: Any) -> str:

@@ -16,9 +16,12 @@ from accounts.services import Actor
 from config.auth import scoped
 from config.bodies import read_limited_body, too_large
 from config.errors import ApiError, Error
+from config.ingest_gate import ingest_admitted
+from config.jsonbody import DuplicateKey, loads_unique
+from config.text import printable_key
 
 from . import services
-from .core.spans import MalformedOtlp, decode, export_response
+from .core.spans import DecodedSpans, MalformedOtlp, decode, export_response
 
 router = Router(tags=["otlp"])
 
@@ -37,7 +40,8 @@ and after decompression. Spans are kept per trace until the trace completes (its
 WAYMARK_OTLP_QUIET_SECONDS passed without a span), then its run is written once, idempotent on the trace id.
 200 answers an `ExportTraceServiceResponse` in the request's encoding, with `partial_success` when spans were refused
 or something could not be mapped; 400 a body that does not decode (nothing is written); 415 another content type or
-encoding. See docs/integrations/opentelemetry.md."""
+encoding; 422 an OTLP JSON body with a key twice in one object; 429 `too_many_in_flight` (with `Retry-After`) while the
+token or its agent already has its share of ingest requests in flight. See docs/integrations/opentelemetry.md."""
 
 _REQUEST_SCHEMA = {
     "type": "object",
@@ -113,6 +117,37 @@ def _decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
     raise ApiError(400, "malformed_otlp", f"the body is not valid {encoding}: {error}")
 
 
+def _refuse_duplicate_keys(body: bytes) -> None:
+    """422 for an OTLP JSON body with a key twice in one object (json.loads would keep the last silently); any other
+    fault is left to the decoder, which answers it as malformed."""
+    try:
+        loads_unique(body)
+    except DuplicateKey as exc:
+        loc = [printable_key(part) if isinstance(part, str) else part for part in exc.loc]
+        error = {
+            "loc": loc,
+            "msg": f"the key {printable_key(exc.key)!r} appears twice in one object",
+            "type": "duplicate_key",
+        }
+        raise ApiError(
+            422, "invalid", "the body has a key twice in one object; nothing was written", {"errors": [error]}
+        )
+    except (ValueError, RecursionError):
+        return
+
+
+def _decoded(request: HttpRequest, encoding: str) -> DecodedSpans:
+    """The spans of the body (read, inflated, decoded); the raw and inflated bytes are dropped on return."""
+    limit = settings.WAYMARK_INGEST_MAX_BYTES
+    body = _decompress(read_limited_body(request, limit), request.headers.get("Content-Encoding", ""), limit)
+    if encoding == "json":
+        _refuse_duplicate_keys(body)
+    try:
+        return decode(body, encoding)
+    except MalformedOtlp as exc:
+        raise ApiError(400, "malformed_otlp", str(exc))
+
+
 @router.post(
     "/v1/traces",
     auth=scoped("trajectories:write"),
@@ -123,13 +158,9 @@ def _decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
 )
 def export_traces(request: HttpRequest):
     encoding = _encoding(request)
-    limit = settings.WAYMARK_INGEST_MAX_BYTES
-    body = _decompress(read_limited_body(request, limit), request.headers.get("Content-Encoding", ""), limit)
-    try:
-        decoded = decode(body, encoding)
-    except MalformedOtlp as exc:
-        raise ApiError(400, "malformed_otlp", str(exc))
-    outcome = services.otlp_export(actor=Actor.of_request(request), decoded=decoded)
+    # 413 / 429 past the token's or the agent's share / 503 without room for the body (config/ingest_gate.py)
+    with ingest_admitted(request, settings.WAYMARK_INGEST_MAX_BYTES):
+        outcome = services.otlp_export(actor=Actor.of_request(request), decoded=_decoded(request, encoding))
     payload = export_response(
         rejected=min(outcome.rejected, outcome.received), message=outcome.message, encoding=encoding
     )

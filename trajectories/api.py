@@ -14,10 +14,12 @@ from config.auth import scoped
 from config.bodies import read_limited_body
 from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
-from config.text import NOT_JSON_MESSAGE, is_json_request
+from config.ingest_gate import ingest_admitted
+from config.jsonbody import DuplicateKey, loads_unique
+from config.text import NOT_JSON_MESSAGE, is_json_request, printable_key
 
 from . import selectors, services
-from .schemas import IngestIn, IngestOut, RunDetailOut, RunFilterIn, RunPageOut, inlined_json_schema
+from .schemas import IngestIn, IngestOut, RunDetailOut, RunFilterIn, RunIn, RunPageOut, inlined_json_schema
 
 router = Router(tags=["trajectories"])
 
@@ -25,23 +27,30 @@ INGEST_DESCRIPTION = """Push a batch of runs: `{"runs": [run, ...]}`, at most WA
 1,000) and WAYMARK_INGEST_MAX_BYTES bytes (default 5 MB). Idempotent on (source, external_id): runs that exist already
 are reported in `existing_ids` and never modified. The batch is all or nothing: one invalid item answers 422 with
 `details.errors[].loc` naming the item index and field (e.g. `["runs", 3, "steps", 0, "tool"]`), and nothing is
-written. 201 when something was created, 200 when every run existed already. See docs/api.md."""
+written; a key twice in one object is refused the same way (`duplicate_key`). 201 when something was created, 200
+when every run existed already. 413 over the size limit; 429 `too_many_in_flight` (with `Retry-After`) while the
+token or its agent already has its share of ingest requests in flight (WAYMARK_INGEST_CONCURRENT_PER_TOKEN, default
+2, and _PER_AGENT, default 4). See docs/api.md."""
 
 
-def _read_body(request: HttpRequest) -> bytes:
+def _body_text(request: HttpRequest) -> str:
+    """The body as text. The raw bytes are dropped on return (the request keeps no copy: config.bodies)."""
     body = read_limited_body(request, settings.WAYMARK_INGEST_MAX_BYTES)
     if body and not is_json_request(request):  # an empty body is malformed JSON whatever its type
         raise ApiError(400, "unsupported_media_type", NOT_JSON_MESSAGE, {"content_type": request.content_type or ""})
-    return body
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _parse_batch(body: bytes) -> list[Any]:
     try:
-        payload = json.loads(body, parse_constant=_reject_constant)
+        return body.decode(json.detect_encoding(body), "surrogatepass")  # as json.loads(bytes) reads them
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}") from None
+
+
+def _parse_batch(text: str) -> list[Any]:
+    try:
+        payload = loads_unique(text)
+    except DuplicateKey as exc:
+        loc = [printable_key(part) if isinstance(part, str) else part for part in exc.loc]
+        message = f"the key {printable_key(exc.key)!r} appears twice in one object: which one counts is ambiguous"
+        raise _invalid([{"loc": loc, "msg": message, "type": "duplicate_key"}]) from None
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}")
     if not isinstance(payload, dict):
@@ -58,6 +67,16 @@ def _parse_batch(body: bytes) -> list[Any]:
     if len(runs) > limit:
         raise _invalid([{"loc": ["runs"], "msg": f"at most {limit} runs per batch", "type": "too_long"}])
     return runs
+
+
+def _validated_batch(request: HttpRequest) -> list[RunIn]:
+    """The batch as run schemas. Each form is dropped once the next exists (bytes → text → parsed JSON → schemas),
+    so a batch never holds more than two of them at a time (docs/benchmarks.md, Load: memory per batch)."""
+    runs = _parse_batch(_body_text(request))
+    try:
+        return services.validate_ingest_items(runs)
+    except services.IngestInvalid as exc:
+        raise _invalid(exc.errors)
 
 
 def _invalid(errors: list[dict[str, Any]]) -> ApiError:
@@ -77,11 +96,13 @@ def _invalid(errors: list[dict[str, Any]]) -> ApiError:
     },
 )
 def ingest(request: HttpRequest):
-    runs = _parse_batch(_read_body(request))
-    try:
-        result = services.run_ingest_batch(actor=Actor.of_request(request), items=runs)
-    except services.IngestInvalid as exc:
-        raise _invalid(exc.errors)
+    # 413 / 429 past the token's or the agent's share / 503 without room for the body (config/ingest_gate.py)
+    with ingest_admitted(request, settings.WAYMARK_INGEST_MAX_BYTES):
+        try:
+            # validated models pass through the service's validation as they are (pydantic does not revalidate them)
+            result = services.run_ingest_batch(actor=Actor.of_request(request), items=_validated_batch(request))
+        except services.IngestInvalid as exc:
+            raise _invalid(exc.errors)
     body = {
         "created": result.created,
         "existing": result.existing,

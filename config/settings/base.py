@@ -55,6 +55,8 @@ MIDDLEWARE = [
     "config.step_middleware.BrowserHtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
     "config.middleware.LongUrlMiddleware",
+    # a body over DATA_UPLOAD_MAX_MEMORY_SIZE answers 413 before the CSRF check or a view reads it (config/bodies.py)
+    "config.bodies.BodyLimitMiddleware",
     "config.middleware.RejectNulMiddleware",
     "config.busy.DatabaseBusyMiddleware",
 ]
@@ -262,6 +264,16 @@ WAYMARK_STUCK_AFTER_SECONDS = env_int("WAYMARK_STUCK_AFTER_SECONDS", 30 * 60)
 WAYMARK_MAX_URL_LENGTH = env_int("WAYMARK_MAX_URL_LENGTH", 8000)
 WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
 WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)
+# Fair shares of ingest (config/fairshare.py): JSON and OTLP ingest requests in flight at once per token and per agent,
+# counted across every web process; past either, 429 `too_many_in_flight` with Retry-After (0 turns a cap off). A slot
+# expires SLOT seconds after it was taken, so a process that dies mid-request frees its writer's slots by then.
+WAYMARK_INGEST_CONCURRENT_PER_TOKEN = env_int("WAYMARK_INGEST_CONCURRENT_PER_TOKEN", 2)
+WAYMARK_INGEST_CONCURRENT_PER_AGENT = env_int("WAYMARK_INGEST_CONCURRENT_PER_AGENT", 4)
+WAYMARK_INGEST_SLOT_SECONDS = env_int("WAYMARK_INGEST_SLOT_SECONDS", 60)
+# The ingest bodies one web process works on at once, in bytes of Content-Length (config/ingest_memory.py; 0: no bound);
+# a request that does not fit waits up to WAIT seconds, holding no body, then answers 503 `busy` with Retry-After.
+WAYMARK_INGEST_PROCESS_BYTES = env_int("WAYMARK_INGEST_PROCESS_BYTES", 4 * WAYMARK_INGEST_MAX_BYTES)
+WAYMARK_INGEST_PROCESS_WAIT_SECONDS = env_int("WAYMARK_INGEST_PROCESS_WAIT_SECONDS", 20)
 # OTLP trace ingest (otlp/): a trace without its root span is written after this many seconds without a new span
 # (beat, "sweep-quiet-otlp-traces"); at most this many spans are kept per pending trace.
 WAYMARK_OTLP_QUIET_SECONDS = env_int("WAYMARK_OTLP_QUIET_SECONDS", 300)

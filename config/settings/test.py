@@ -55,6 +55,10 @@ WAYMARK_LIVENESS_CACHE = "default"  # the stamps share the test cache (Redis for
 # The locmem cache lives for the whole run: limits no other test can reach (tests/config/test_ratelimit.py lowers them).
 WAYMARK_API_RATE_PER_TOKEN = 10**9
 WAYMARK_API_AUTH_FAILURES_PER_IP = 10**9
+# Ingest in flight per token and agent (config/fairshare.py): no cap other tests reach (tests/config/test_fairshare.py
+# lowers them).
+WAYMARK_INGEST_CONCURRENT_PER_TOKEN = 10**6
+WAYMARK_INGEST_CONCURRENT_PER_AGENT = 10**6
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.InMemoryStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -47,6 +47,8 @@ def _env(var_dir: Path) -> dict[str, str]:
         WAYMARK_VAR_DIR=str(var_dir),
         WAYMARK_DEBUG="false",
         WAYMARK_API_RATE_PER_TOKEN="1000000",  # one token for every client: measure the database, not the limit
+        WAYMARK_INGEST_CONCURRENT_PER_TOKEN="0",  # (and not the fair shares of ingest either)
+        WAYMARK_INGEST_CONCURRENT_PER_AGENT="0",
         PYTHONUNBUFFERED="1",
     )
     return env
