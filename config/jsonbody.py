@@ -41,13 +41,14 @@ class _Pairs(list):
     """An object kept as its pairs, in order (the second parse)."""
 
 
-def loads_unique(text: str | bytes) -> Any:
-    """`json.loads(text)` refusing NaN/Infinity (ValueError) and duplicate keys (DuplicateKey, a ValueError)."""
-
+def loads_unique(text: str | bytes, *, constants: bool = False) -> Any:
+    """`json.loads(text)` refusing duplicate keys (DuplicateKey, a ValueError) and, unless `constants`, NaN and
+    Infinity (ValueError)."""
+    extra = {} if constants else {"parse_constant": _reject_constant}
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_pairs)
+        return json.loads(text, object_pairs_hook=_unique_pairs, **extra)
     except _Found:
-        pairs = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_Pairs)
+        pairs = json.loads(text, object_pairs_hook=_Pairs, **extra)
         key, loc = first_duplicate(pairs)
         raise DuplicateKey(key, loc) from None
 

@@ -7,7 +7,6 @@ can encode it, so it is refused where it enters (API schemas, the API body parse
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from typing import Any
 
@@ -16,6 +15,7 @@ from django.http import HttpRequest
 from ninja.parser import Parser
 
 from .errors import ApiError
+from .jsonbody import DuplicateKey, loads_unique
 
 NUL_MESSAGE = "must not contain NUL characters"
 SURROGATE_MESSAGE = "must be valid Unicode text (it holds a lone surrogate, which cannot be encoded as UTF-8)"
@@ -141,16 +141,24 @@ NOT_JSON_MESSAGE = "the body must be JSON sent with Content-Type: application/js
 
 
 class JsonBodyParser(Parser):
-    """The API's body parser: JSON only (a text/plain or form body is a CORS "simple request" any page can send), and
-    no string in it that cannot be encoded. It raises ApiError; ninja wraps it in a 400 HttpError whose cause
-    config.api answers."""
+    """The API's body parser: JSON only (a text/plain or form body is a CORS "simple request" any page can send), no
+    key twice in one object (json would keep the last silently), and no string in it that cannot be encoded. It
+    raises ApiError; ninja wraps it in a 400 HttpError whose cause config.api answers."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         if not is_json_request(request):
             raise ApiError(
                 400, "unsupported_media_type", NOT_JSON_MESSAGE, {"content_type": request.content_type or ""}
             )
-        data = json.loads(request.body)
+        try:
+            data = loads_unique(request.body, constants=True)
+        except DuplicateKey as exc:
+            error = {
+                "loc": ["body", *(printable_key(p) if isinstance(p, str) else p for p in exc.loc)],
+                "msg": f"the key {printable_key(exc.key)!r} appears twice in one object",
+                "type": "duplicate_key",
+            }
+            raise ApiError(422, "invalid", "the request has a key twice in one object", {"errors": [error]})
         where = first_unencodable(data)
         if where is not None:
             error = {"loc": ["body", *map(str, where)], "msg": SURROGATE_MESSAGE, "type": "string_unicode"}

@@ -139,3 +139,13 @@ def test_a_promotion_proposal_answers_422_naming_the_field(api_client, make_toke
     assert response.status_code == 422, response.content
     locs = [error["loc"] for error in response.json()["details"]["errors"]]
     assert ["body", "body", field] in locs
+
+
+def test_every_api_body_refuses_a_key_twice_in_one_object(db, api_client, make_token, reviewer):
+    """Not only ingest: a promotion body with two `kind` keys would otherwise be read as its last one."""
+    token = make_token(reviewer, "reviews:judge")
+    body = '{"kind": "procedure_version", "kind": "graph_revision", "candidate_id": "1", "rationale": "x"}'
+    response = api_client.post("/api/v1/promotions", raw=body, token=token)
+    assert response.status_code == 422, response.content
+    (error,) = response.json()["details"]["errors"]
+    assert (error["loc"], error["type"]) == (["body", "kind"], "duplicate_key")
