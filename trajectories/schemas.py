@@ -67,6 +67,12 @@ def text(max_length: int | None = None, *, required: bool = False, strip: bool =
     return Annotated[str, constraints, AfterValidator(_without_nul)]
 
 
+def label(max_length: int) -> Any:
+    """A name shown as an id elsewhere (the intent a procedure is titled by, a workspace, a revision): optional, but
+    never holding an invisible or direction-changing character."""
+    return Annotated[text(max_length), AfterValidator(require_plain_identifier)]
+
+
 def identity(max_length: int) -> Any:
     """A run identity part (source, external_id): NFC-normalized before it is stripped and its length is checked;
     no invisible or direction-changing character (config.text.require_plain_identifier)."""
@@ -107,11 +113,11 @@ class RunIn(InputSchema):
     source: identity(100)
     external_id: identity(200)
     task: text(MAX_TASK_CHARS, strip=False) = ""
-    intent: text(200) = ""
+    intent: label(200) = ""
     outcome: Outcome = "unknown"
     score: Score | None = None
-    graph_workspace: text(100) = ""
-    graph_revision: text(100) = ""
+    graph_workspace: label(100) = ""
+    graph_revision: label(100) = ""
     metadata: JsonObject = Field(default_factory=dict)
     started_at: Moment | None = None
     ended_at: Moment | None = None

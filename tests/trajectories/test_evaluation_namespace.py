@@ -146,3 +146,12 @@ def test_the_answer_and_the_jobs_closing_are_one_transaction(monkeypatch):
 def test_the_answer_writer_stores_nothing_but_a_job_answers_identity():
     with transaction.atomic(), pytest.raises(ValueError, match="stored under"):
         services.run_record_job_answer(actor=Actor.system(), run=services.validate_job_answer(run_item()))
+
+
+@pytest.mark.parametrize("field", ["intent", "graph_workspace", "graph_revision"])
+def test_names_shown_as_ids_refuse_direction_changing_characters(api_client, writer, field):
+    assert refused(api_client, writer, run_item(**{field: "refund\u202etseuqer"})) == [
+        (["runs", 0, field], "value_error")
+    ]
+    ok = api_client.post(INGEST, {"runs": [run_item(**{field: "refund request"})]}, token=writer)
+    assert ok.status_code == 201
