@@ -14,6 +14,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("WAYMARK_VAR_DIR", str(BASE_DIR / "var")))
 
 SECRET_KEY = env_str("WAYMARK_SECRET_KEY", "waymark-insecure-local-key-change-me-in-production-0123456789")
+# Django's debug pages only when WAYMARK_DEBUG=1 is set on purpose, in every mode (production.py forces it off).
 DEBUG = env_bool("WAYMARK_DEBUG", False)
 ALLOWED_HOSTS = env_list("WAYMARK_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("WAYMARK_CSRF_TRUSTED_ORIGINS")
@@ -37,6 +38,7 @@ INSTALLED_APPS = [
     "intents",
     "reviews",
     "otlp",
+    "uplift",
 ]
 
 MIDDLEWARE = [
@@ -54,6 +56,10 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.step_middleware.BrowserHtmxMiddleware",
     "accounts.middleware.RequestIdMiddleware",
+    # htmx requests whose session ended get the whole login page (HX-Redirect); a GET of a form's POST-only address
+    # redirects to its page, other 405s are the styled page (config/middleware.py)
+    "config.middleware.HtmxLoginMiddleware",
+    "config.middleware.PageMethodMiddleware",
     "config.middleware.LongUrlMiddleware",
     # a body over DATA_UPLOAD_MAX_MEMORY_SIZE answers 413 before the CSRF check or a view reads it (config/bodies.py)
     "config.bodies.BodyLimitMiddleware",

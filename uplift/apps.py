@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class UpliftConfig(AppConfig):
+    name = "uplift"
+    verbose_name = "Certified uplift"

@@ -1,0 +1,54 @@
+"""Reads of uplift: the policy in force for a kind and parent, the critical tasks, a candidate's latest certificate,
+a split's ledger."""
+
+from __future__ import annotations
+
+from .core.policy import Policy
+from .models import Certificate, CertificationPolicy, CriticalTask, HeldOutSplit, SplitDecision
+
+POLICY_FIELDS = tuple(Policy().to_document())
+
+
+def policy_for(kind: str, parent_key: str) -> Policy:
+    """The parent's own policy, else the kind's (parent_key ""), else the default (non-inferiority, 2 points)."""
+    rows = {
+        row.parent_key: row for row in CertificationPolicy.objects.filter(kind=kind, parent_key__in=[parent_key, ""])
+    }
+    row = rows.get(parent_key) or rows.get("")
+    if row is None:
+        return Policy()
+    return Policy.from_document({field: getattr(row, field) for field in POLICY_FIELDS})
+
+
+def critical_task_keys(kind: str, parent_key: str) -> set[str]:
+    return set(CriticalTask.objects.filter(kind=kind, parent_key=parent_key).values_list("task_key", flat=True))
+
+
+def critical_tasks(kind: str, parent_key: str) -> list[CriticalTask]:
+    return list(
+        CriticalTask.objects.filter(kind=kind, parent_key=parent_key).select_related("tagged_by").order_by("task_key")
+    )
+
+
+def latest_certificate(kind: str, candidate_id: str) -> Certificate | None:
+    return (
+        Certificate.objects.filter(kind=kind, candidate_id=str(candidate_id))
+        .select_related("split")
+        .order_by("-id")
+        .first()
+    )
+
+
+def certificates_of(kind: str, candidate_ids: list[str]) -> dict[str, Certificate]:
+    """The latest certificate of each candidate (one query)."""
+    latest: dict[str, Certificate] = {}
+    rows = Certificate.objects.filter(kind=kind, candidate_id__in=[str(c) for c in candidate_ids]).select_related(
+        "split"
+    )
+    for row in rows.order_by("id"):
+        latest[row.candidate_id] = row
+    return latest
+
+
+def split_ledger(split: HeldOutSplit) -> list[SplitDecision]:
+    return list(SplitDecision.objects.filter(split=split).order_by("number"))
