@@ -9,6 +9,9 @@ drawn from the sequence, then one binary COPY per table), which no ingest can be
 Then the OTLP case: the same runs as OpenTelemetry traces (an invoke_agent span, per step a chat span carrying the
 tokens and cost and an execute_tool span), one protobuf ExportTraceServiceRequest per batch, through
 POST /api/v1/otlp/v1/traces, interleaved with the JSON ingest of the same runs: runs/s as a ratio (aim: >= 0.8).
+The same figure on framework-shaped traces: each framework's real trace (pydantic-ai, LangGraph with OpenInference,
+the OpenAI Agents SDK with OpenInference, strands-agents; tests/otlp/frameworks against the local stand-in
+provider), recorded once and copied with new ids, against the JSON ingest of the runs they map to.
 
 Usage: .venv/bin/python bench/ingest.py   (DATABASE_URL names the PostgreSQL server; default 127.0.0.1:5432)
 """
@@ -283,6 +286,113 @@ def _otlp_case(client) -> None:
     print(f"ratio (OTLP / JSON): {ratio:.2f}  (aim >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})")
 
 
+FRAMEWORK_MAX_BODY = 4_000_000  # bytes per request, under WAYMARK_INGEST_MAX_BYTES (5 MB)
+
+
+def _framework_traces() -> dict[str, list]:
+    """One real trace per framework: the tiny refund agent of tests/otlp/frameworks run once against the local
+    stand-in provider, its spans recorded by the SDK as the instrumentation made them (attributes, events)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.otlp.frameworks import refund_agents
+    from tests.otlp.frameworks.expect import LOOKUP, REFUND, TASK
+    from tests.otlp.frameworks.provider import Script, StandIn
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench-framework"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    trace.set_tracer_provider(provider)  # strands-agents traces to the global provider
+    traces = {}
+    with StandIn() as stand_in:
+        agents = {
+            "pydantic-ai": refund_agents.pydantic_ai(stand_in.url, provider),
+            "langgraph": refund_agents.langgraph(stand_in.url, provider)[0],
+            "openai-agents": refund_agents.openai_agents(stand_in.url, provider)[0],
+            "strands-agents": refund_agents.strands(stand_in.url),
+        }
+        for name, run in agents.items():
+            stand_in.play(Script(calls=[LOOKUP, REFUND], answer="Refunded."))
+            memory.clear()
+            run(TASK)
+            traces[name] = list(memory.get_finished_spans())
+    return traces
+
+
+def _copied_traces(spans: list, count: int) -> bytes:
+    """`count` copies of one recorded trace (new trace and span ids, parents rewired) as one protobuf request."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    template = encode_spans(spans)
+    request = ExportTraceServiceRequest()
+    request.CopyFrom(template)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            del scope_spans.spans[:]
+    for _ in range(count):
+        trace_id, ids = uuid.uuid4().bytes, {}
+        for target, source in zip(request.resource_spans, template.resource_spans, strict=True):
+            for target_scope, source_scope in zip(target.scope_spans, source.scope_spans, strict=True):
+                for span in source_scope.spans:
+                    copy = target_scope.spans.add()
+                    copy.CopyFrom(span)
+                    copy.trace_id = trace_id
+                    copy.span_id = ids.setdefault(span.span_id, uuid.uuid4().bytes[:8])
+                    if span.parent_span_id:
+                        copy.parent_span_id = ids.setdefault(span.parent_span_id, uuid.uuid4().bytes[:8])
+    return request.SerializeToString()
+
+
+def _json_items(spans: list, count: int, tag: str) -> str:
+    """The same runs for the JSON ingest: the trace mapped once (as the OTLP path maps it), `count` copies."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otlp.core.spans import span_records
+    from otlp.services import _map
+
+    item = _map(span_records(encode_spans(spans)).spans).run
+    runs = [{**item, "external_id": f"{tag}-{n}"} for n in range(count)]
+    return json.dumps({"runs": runs}, default=lambda value: value.isoformat())
+
+
+def _framework_case(client) -> None:
+    """The OTLP figure on framework-shaped traces: per framework, batches of copies of its real trace through
+    POST /api/v1/otlp/v1/traces, interleaved with the JSON ingest of the same runs; runs/s and the ratio."""
+
+    def post(path: str, body, content_type: str, ok: int) -> None:
+        response = client.generic("POST", path, body, content_type=content_type)
+        if response.status_code != ok or (ok == 200 and response.content):
+            raise SystemExit(f"{path} answered {response.status_code}: {response.content[:300]!r}")
+
+    print("OTLP on framework-shaped traces (each framework's real trace, recorded once, copied; protobuf)")
+    for name, spans in _framework_traces().items():
+        one = len(_copied_traces(spans, 1))
+        count = max(1, min(RUNS_PER_BATCH, FRAMEWORK_MAX_BODY // one))
+        post("/api/v1/otlp/v1/traces", _copied_traces(spans, count), "application/x-protobuf", 200)  # warm-up
+        json_times, otlp_times = [], []
+        for number in range(BATCHES):
+            json_body = _json_items(spans, count, f"fw-json-{name}-{number}")
+            otlp_body = _copied_traces(spans, count)
+            started = time.perf_counter()
+            post("/api/v1/trajectories", json_body, "application/json", 201)
+            json_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            post("/api/v1/otlp/v1/traces", otlp_body, "application/x-protobuf", 200)
+            otlp_times.append(time.perf_counter() - started)
+        json_seconds, otlp_seconds = min(json_times), min(otlp_times)
+        ratio = json_seconds / otlp_seconds
+        print(
+            f"  {name:15} {len(spans):3} spans, {one / 1000:5.1f} kB a trace, {count} traces a batch: "
+            f"JSON {count / json_seconds:6.0f} runs/s, OTLP {count / otlp_seconds:6.0f} runs/s "
+            f"({count * len(spans) / otlp_seconds:6.0f} spans/s), ratio {ratio:.2f} "
+            f"(aim >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})"
+        )
+
+
 def main() -> int:
     _setup_django()
     from django.db import connection
@@ -334,6 +444,7 @@ def main() -> int:
     print(f"ratio (API / raw bulk_create): {ratio:.2f}  (aim >= 1.0: {'met' if ratio >= 1.0 else 'NOT met'})")
     print(f"API time / floor time: {api_seconds / copy_seconds:.2f}")
     _otlp_case(client)
+    _framework_case(client)
     return 0
 
 

@@ -28,11 +28,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from llm.core import Usage as ModelUsage
+from llm.pricing import cost_of
 from trajectories import copy_ingest
 from trajectories.selectors import run_ids_by_identity
 from trajectories.services import IngestInvalid, run_ingest_batch
 
-from .core.mapping import TraceMapping, map_trace
+from .core.mapping import TraceMapping, Usage, map_trace
 from .core.spans import DecodedSpans, SpanRecord
 from .models import PendingSpan, Trace, TraceStatus
 
@@ -58,6 +60,25 @@ class ExportOutcome:
         shown = self.problems[:MAX_REPORTED_PROBLEMS]
         more = len(self.problems) - len(shown)
         return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def model_price(model: str, spent: Usage) -> float | None:
+    """A model call's cost from the model price table (llm/pricing.py), as the ledger prices Waymark's own calls;
+    None when the model has no known price. The JSON ingest takes the cost the agent states; an OTLP model call
+    that states none (`waymark.cost`, `llm.cost.total`) is priced here from its model id and tokens."""
+    cost = cost_of(
+        model,
+        ModelUsage(
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cached_input_tokens=spent.cached_input_tokens,
+        ),
+    )
+    return float(cost) if cost is not None else None
+
+
+def _map(spans: Iterable[SpanRecord]) -> TraceMapping:
+    return map_trace(list(spans), price=model_price)
 
 
 def _group(spans: Iterable[SpanRecord]) -> dict[str, dict[str, SpanRecord]]:
@@ -107,7 +128,7 @@ def otlp_export(*, actor: Actor, decoded: DecodedSpans, now: datetime | None = N
         else:
             buffered[trace_id] = spans
     ready = _buffer(actor=actor, traces=buffered, now=now, outcome=outcome, late=late) if buffered else []
-    mappings = [map_trace(list(spans.values())) for spans in direct.values()]
+    mappings = [_map(spans.values()) for spans in direct.values()]
     mappings += _map_pending(ready)
     sizes = {trace_id: len(spans) for trace_id, spans in traces.items()}
     _complete(actor=actor, mappings=mappings, direct=set(direct), now=now, outcome=outcome, sizes=sizes, late=late)
@@ -184,7 +205,7 @@ def _map_pending(trace_ids: Sequence[str]) -> list[TraceMapping]:
         "trace__trace_id", "payload"
     ):
         spans[trace_id].append(SpanRecord.from_dict(payload))
-    return [map_trace(spans[trace_id]) for trace_id in trace_ids if spans[trace_id]]
+    return [_map(spans[trace_id]) for trace_id in trace_ids if spans[trace_id]]
 
 
 def _ingest(actor: Actor, mappings: list[TraceMapping], outcome: ExportOutcome) -> dict[str, int]:

@@ -1,70 +1,110 @@
 """One trace's spans → one run in the ingest format (`POST /api/v1/trajectories` item), or the reason it is not one.
 
-Two vocabularies are read (docs/integrations/opentelemetry.md has the full table):
+Conventions read (docs/integrations/opentelemetry.md has the full table; `conventions/` the readers):
 
-- the OpenTelemetry GenAI semantic conventions: `gen_ai.operation.name` = `invoke_agent` (the run), `execute_tool`
-  (a step: `gen_ai.tool.name`, `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`), `chat` /
-  `text_completion` / `generate_content` (a model call: `gen_ai.usage.input_tokens`, `…output_tokens`,
-  `…cache_read.input_tokens`);
-- OpenInference (Arize Phoenix): `openinference.span.kind` = `AGENT`, `TOOL` (`tool.name`, `tool.parameters` or
-  `input.value`, `output.value`), `LLM` (`llm.token_count.prompt`, `…completion`, `…prompt_details.cache_read`).
+- the OpenTelemetry GenAI semantic conventions: `gen_ai.operation.name` = `invoke_agent` (an agent), `execute_tool`
+  (a step), `chat` / `text_completion` / `generate_content` (a model call); messages in `gen_ai.input.messages` /
+  `gen_ai.output.messages` (attributes or events), strands-agents' message events;
+- OpenInference: `openinference.span.kind` = `AGENT`, `TOOL`, `LLM`; `llm.input_messages.*`, `llm.output_messages.*`,
+  `input.value`, `output.value`.
+
+The run boundary: the one outermost agent span when it encloses every tool span; else (several agent spans side by
+side, as LangGraph's per-iteration nodes, or no agent span) the trace's root span. A trace of one lone model call
+is not a run (Waymark never stores one run per model call). The outcome rule is in `outcome.py`. Every field that
+fell back to a default or was taken from somewhere other than its own place is named in
+`metadata.otlp.inferred`.
 
 Waymark's own attributes (on the agent span, the root span or the resource): `waymark.task`, `waymark.intent`,
 `waymark.outcome`, `waymark.score`, `waymark.source`, `waymark.graph.workspace`, `waymark.graph.revision`, and
 `waymark.cost` (USD) on model or tool spans.
 
-Pure: no Django, no I/O. The item it returns still goes through the ingest service's validation, redaction and limits.
+Pure: no Django, no I/O. The price of a model call comes from the caller (`price`), so the table stays outside the
+core. The item it returns still goes through the ingest service's validation, redaction and limits.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .spans import STATUS_ERROR, STATUS_OK, SpanRecord, clean_text
+from .conventions.messages import first_user_text
+from .outcome import outcome
+from .spans import SpanRecord, clean_text
+from .steps import CallIndex, input_messages, message_steps, tool_name, tool_step
+from .tree import OPENINFERENCE_KIND, OPERATION, ancestor_in, descends_from, order, role
+from .values import (
+    MAX_COST,
+    MAX_TOKENS,
+    USAGE_KEYS,
+    Usage,
+    as_text,
+    bounded,
+    first,
+    model_id,
+    moment,
+    usage,
+)
+
+__all__ = [
+    "MAX_COST",
+    "MAX_STEPS",
+    "MAX_TASK_CHARS",
+    "MAX_TOKENS",
+    "METADATA_MAX_CHARS",
+    "METADATA_MAX_KEYS",
+    "Price",
+    "TraceMapping",
+    "Usage",
+    "bounded",
+    "map_trace",
+    "moment",
+    "role",
+    "tool_name",
+    "usage",
+]
 
 MAX_STEPS = 2000  # trajectories.schemas.MAX_STEPS_PER_RUN
 MAX_TASK_CHARS = 20_000
-MAX_TOOL_CHARS = 200
-MAX_TOKENS = 2**31 - 1
-MAX_COST = 1e12
 # Unknown attributes kept in the run's metadata: at most this many per map, strings cut, lists cut, nesting cut.
 METADATA_MAX_KEYS = 64
 METADATA_MAX_CHARS = 1000
 METADATA_MAX_ITEMS = 20
 METADATA_MAX_DEPTH = 4
-ARGUMENTS_MAX_DEPTH = 24
 DEFAULT_SOURCE = "otlp"
-UNKNOWN_TOOL = "unknown_tool"
 
-OPERATION = "gen_ai.operation.name"
-OPENINFERENCE_KIND = "openinference.span.kind"
-MODEL_OPERATIONS = {"chat", "text_completion", "generate_content"}
+# The price of one model call: (model id, its usage) → USD, or None when the model has no known price.
+Price = Callable[[str, Usage], float | None]
 
-# Attributes the mapping consumes; every other attribute of the run span and the resource goes to the metadata.
+# Attributes the mapping consumes (and message dumps it reads); every other attribute of the run span and the
+# resource goes to the metadata.
 KNOWN_ATTRIBUTES = frozenset(
     {
         OPERATION,
         OPENINFERENCE_KIND,
         "gen_ai.input.messages",
+        "gen_ai.output.messages",
         "gen_ai.prompt",
         "gen_ai.agent.name",
         "gen_ai.agent.id",
+        "gen_ai.request.model",
+        "gen_ai.response.model",
         "gen_ai.usage.input_tokens",
         "gen_ai.usage.output_tokens",
         "gen_ai.usage.prompt_tokens",
         "gen_ai.usage.completion_tokens",
         "gen_ai.usage.cache_read.input_tokens",
         "gen_ai.usage.cache_read_input_tokens",
+        "pydantic_ai.all_messages",
+        "llm.model_name",
         "llm.token_count.prompt",
         "llm.token_count.completion",
         "llm.token_count.total",
         "llm.token_count.prompt_details.cache_read",
         "input.value",
+        "output.value",
         "service.name",
         "waymark.task",
         "waymark.intent",
@@ -76,128 +116,12 @@ KNOWN_ATTRIBUTES = frozenset(
         "waymark.cost",
     }
 )
-
-
-# --- span roles -----------------------------------------------------------------------------------------------------
-
-
-def role(span: SpanRecord) -> str | None:
-    """ "agent", "tool", "model" or None (a span Waymark does not map: HTTP, retrieval, chains…)."""
-    operation = span.attributes.get(OPERATION)
-    kind = span.attributes.get(OPENINFERENCE_KIND)
-    kind = kind.upper() if isinstance(kind, str) else None
-    if operation == "invoke_agent" or kind == "AGENT":
-        return "agent"
-    if operation == "execute_tool" or kind == "TOOL":
-        return "tool"
-    if operation in MODEL_OPERATIONS or kind == "LLM":
-        return "model"
-    return None
-
-
-# --- values ---------------------------------------------------------------------------------------------------------
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def moment(nanos: int) -> datetime | None:
-    if nanos <= 0:
-        return None
-    return _EPOCH + timedelta(microseconds=nanos // 1000)
-
-
-def _count(value: Any) -> int:
-    """A token count: a non-negative integer (an integral float or a decimal string too), capped; else 0."""
-    if type(value) is int:  # the common case first (bool is not int here: type() is exact)
-        return min(value, MAX_TOKENS) if value > 0 else 0
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    elif isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, int) and value > 0:
-        return min(value, MAX_TOKENS)
-    return 0
-
-
-def _money(value: Any) -> float:
-    if type(value) is float:  # the common case first
-        return min(value, MAX_COST) if value > 0 and math.isfinite(value) else 0.0
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return 0.0
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
-        return min(float(value), MAX_COST)
-    return 0.0
-
-
-def _first(attributes: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        value = attributes.get(key)
-        if value is not None and value != "":
-            return value
-    return None
-
-
-def _as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # what json.loads builds on every call
-
-
-def _json_or_text(value: Any) -> Any:
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                return _DECODER.decode(stripped)
-            except (ValueError, RecursionError):
-                return value
-    return value
-
-
-def bounded(value: Any, *, depth: int, max_items: int | None = None, max_chars: int | None = None) -> Any:
-    """A JSON value cut to size: nesting past `depth` as a marker, lists and objects past `max_items`, strings past
-    `max_chars` (each None: no cut), text cleaned of NUL and lone surrogates, non-finite numbers as None."""
-    if isinstance(value, str):
-        value = clean_text(value)
-        return value[:max_chars] if max_chars is not None else value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, bool | int):
-        return value
-    if depth <= 0:
-        return "[nested too deep]"
-    if isinstance(value, dict):
-        items = list(value.items())
-        if max_items is not None:
-            items = items[:max_items]
-        return {
-            clean_text(str(key)): bounded(child, depth=depth - 1, max_items=max_items, max_chars=max_chars)
-            for key, child in items
-        }
-    if isinstance(value, list | tuple):
-        items = list(value) if max_items is None else list(value)[:max_items]
-        return [bounded(child, depth=depth - 1, max_items=max_items, max_chars=max_chars) for child in items]
-    return clean_text(str(value))
+KNOWN_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.tools.")
 
 
 def _unknown(attributes: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """The attributes the mapping does not consume, bounded; and how many were left out for the bound."""
-    keys = sorted(key for key in attributes if key not in KNOWN_ATTRIBUTES)
+    keys = sorted(key for key in attributes if key not in KNOWN_ATTRIBUTES and not key.startswith(KNOWN_PREFIXES))
     kept = {
         key: bounded(
             attributes[key], depth=METADATA_MAX_DEPTH, max_items=METADATA_MAX_ITEMS, max_chars=METADATA_MAX_CHARS
@@ -205,156 +129,6 @@ def _unknown(attributes: dict[str, Any]) -> tuple[dict[str, Any], int]:
         for key in keys[:METADATA_MAX_KEYS]
     }
     return kept, max(0, len(keys) - METADATA_MAX_KEYS)
-
-
-# --- the parts of a run ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Usage:
-    input_tokens: int = 0  # uncached input
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-
-    def add(self, other: Usage) -> None:
-        self.input_tokens = min(self.input_tokens + other.input_tokens, MAX_TOKENS)
-        self.cached_input_tokens = min(self.cached_input_tokens + other.cached_input_tokens, MAX_TOKENS)
-        self.output_tokens = min(self.output_tokens + other.output_tokens, MAX_TOKENS)
-        self.cost = min(self.cost + other.cost, MAX_COST)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.input_tokens or self.cached_input_tokens or self.output_tokens or self.cost)
-
-
-_USAGE_KEYS = frozenset(
-    {
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.prompt_tokens",
-        "llm.token_count.prompt",
-        "gen_ai.usage.cache_read.input_tokens",
-        "gen_ai.usage.cache_read_input_tokens",
-        "llm.token_count.prompt_details.cache_read",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.completion_tokens",
-        "llm.token_count.completion",
-        "waymark.cost",
-        "gen_ai.usage.cost",
-        "llm.cost.total",
-    }
-)
-
-
-def usage(span: SpanRecord) -> Usage:
-    """Token counts and cost of a span. Both conventions count cached tokens inside the input tokens; Waymark keeps
-    uncached and cached input apart, so the cached part is taken out of the input."""
-    attrs = span.attributes
-    if _USAGE_KEYS.isdisjoint(attrs):  # most tool spans: nothing to read
-        return Usage()
-    total_input = _count(
-        _first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-    )
-    cached = _count(
-        _first(
-            attrs,
-            "gen_ai.usage.cache_read.input_tokens",
-            "gen_ai.usage.cache_read_input_tokens",
-            "llm.token_count.prompt_details.cache_read",
-        )
-    )
-    output = _count(
-        _first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
-    )
-    cached = min(cached, total_input) if total_input else cached
-    cost = _money(_first(attrs, "waymark.cost", "gen_ai.usage.cost", "llm.cost.total"))
-    return Usage(input_tokens=max(0, total_input - cached), cached_input_tokens=cached, output_tokens=output, cost=cost)
-
-
-def tool_name(span: SpanRecord) -> str:
-    name = _first(span.attributes, "gen_ai.tool.name", "tool.name")
-    if not isinstance(name, str) or not name.strip():
-        name = span.name.removeprefix("execute_tool").strip()
-    name = clean_text(name).strip()[:MAX_TOOL_CHARS].strip()
-    return name or UNKNOWN_TOOL
-
-
-def _plainly_shallow(text: Any) -> bool:
-    """JSON text that cannot nest deeper than the arguments' bound nor hold an escape (NUL, a lone surrogate): its
-    parsed value needs no cutting or cleaning. Counting brackets over-estimates the depth, never under-estimates it."""
-    return isinstance(text, str) and "\\u" not in text and text.count("{") + text.count("[") < ARGUMENTS_MAX_DEPTH
-
-
-def tool_arguments(span: SpanRecord) -> dict[str, Any]:
-    raw = _first(span.attributes, "gen_ai.tool.call.arguments", "tool.parameters", "input.value")
-    value = _json_or_text(raw)
-    if value is None or value == "":
-        return {}
-    if isinstance(value, dict) and _plainly_shallow(raw):
-        return value
-    if not isinstance(value, dict):
-        value = {"value": value}
-    return bounded(value, depth=ARGUMENTS_MAX_DEPTH)
-
-
-def tool_observation(span: SpanRecord) -> str:
-    result = _first(span.attributes, "gen_ai.tool.call.result", "output.value")
-    if result is None and span.status_code == STATUS_ERROR:
-        result = span.status_message or span.attributes.get("error.type")
-    if isinstance(result, str):  # span attributes are clean text already
-        return result
-    return _as_text(bounded(result, depth=ARGUMENTS_MAX_DEPTH))
-
-
-def tool_ok(span: SpanRecord) -> bool:
-    """ERROR status (or an `error.type` attribute) is a failed step; OK or UNSET (no error recorded) a succeeded one."""
-    return span.status_code != STATUS_ERROR and not span.attributes.get("error.type")
-
-
-def _message_text(messages: Any) -> str:
-    """The text of the first user message of `gen_ai.input.messages` (parts of type text), else ""."""
-    messages = _json_or_text(messages)
-    if not isinstance(messages, list):
-        return ""
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        parts = message.get("parts")
-        if isinstance(parts, list):
-            texts = [p.get("content") for p in parts if isinstance(p, dict) and isinstance(p.get("content"), str)]
-            if texts:
-                return "\n".join(texts)
-        if isinstance(message.get("content"), str):
-            return message["content"]
-    return ""
-
-
-def task_text(span: SpanRecord | None) -> str:
-    if span is None:
-        return ""
-    attrs = span.attributes
-    explicit = _first(attrs, "waymark.task", "input.value")
-    if explicit is not None:
-        return clean_text(_as_text(explicit))[:MAX_TASK_CHARS]
-    messages = _first(attrs, "gen_ai.input.messages", "gen_ai.prompt")
-    if messages is None:
-        return ""
-    return clean_text(_message_text(messages) or _as_text(messages))[:MAX_TASK_CHARS]
-
-
-def outcome(span: SpanRecord | None, declared: Any) -> str:
-    """The run span's status: OK → success, ERROR → failure; UNSET (or no run span) → `waymark.outcome` when it is
-    success, failure or unknown, else unknown."""
-    if span is not None and span.status_code == STATUS_OK:
-        return "success"
-    if span is not None and span.status_code == STATUS_ERROR:
-        return "failure"
-    if isinstance(declared, str) and declared.strip().lower() in ("success", "failure", "unknown"):
-        return declared.strip().lower()
-    return "unknown"
-
-
-# --- the trace ------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -368,32 +142,6 @@ class TraceMapping:
     span_ids: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _depths(spans: dict[str, SpanRecord]) -> dict[str, int]:
-    depths: dict[str, int] = {}
-    for span_id in spans:
-        chain, current = [], span_id
-        while current in spans and current not in depths and len(chain) <= len(spans):
-            chain.append(current)
-            current = spans[current].parent_span_id
-        base = depths.get(current, -1)
-        for offset, member in enumerate(reversed(chain), start=1):
-            depths[member] = base + offset
-    return depths
-
-
-def _enclosing_tool(span: SpanRecord, spans: dict[str, SpanRecord], tools: set[str]) -> str | None:
-    current, seen = span.parent_span_id, 0
-    while current and current in spans and seen <= len(spans):
-        if current in tools:
-            return current
-        current, seen = spans[current].parent_span_id, seen + 1
-    return None
-
-
-def _order(span: SpanRecord) -> tuple[int, int, str]:
-    return (span.start_ns, span.end_ns, span.span_id)
-
-
 def _declared(key: str, *sources: dict[str, Any] | None) -> Any:
     for source in sources:
         if source and source.get(key) not in (None, ""):
@@ -401,7 +149,109 @@ def _declared(key: str, *sources: dict[str, Any] | None) -> Any:
     return None
 
 
-def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> TraceMapping:
+def _text(value: Any, limit: int) -> str:
+    return clean_text(as_text(value))[:limit]
+
+
+# --- the run boundary -----------------------------------------------------------------------------------------------
+
+
+def _run_span(
+    *,
+    root: SpanRecord | None,
+    agents: list[SpanRecord],
+    tools: list[SpanRecord],
+    calls: list[SpanRecord],
+    by_id: dict[str, SpanRecord],
+    trace_id: str,
+    problems: list[str],
+    inferred: dict[str, str],
+) -> tuple[SpanRecord | None, str | None]:
+    """The span that stands for the run, or (None, why) when the trace is not a run."""
+    if agents:
+        agent_ids = {a.span_id for a in agents}
+        outer = sorted((a for a in agents if ancestor_in(a, by_id, agent_ids) is None), key=order)
+        if len(outer) == 1 and all(descends_from(t, outer[0].span_id, by_id) for t in tools):
+            return outer[0], None
+        if root is not None:
+            names = ", ".join(repr(a.name) for a in outer[:3]) + (" …" if len(outer) > 3 else "")
+            inferred["run"] = (
+                f"the root span {root.name!r}: {len(outer)} agent spans ({names}) side by side, "
+                "none enclosing the whole run"
+            )
+            return root, None
+        return outer[0], None
+    if tools:
+        problems.append(
+            f"trace {trace_id}: no invoke_agent/AGENT span; "
+            + (f"the root span {root.name!r} stands for the run" if root else "the run has no root span")
+        )
+        inferred["run"] = "the trace (no agent span)"
+        return root, None
+    if not calls:
+        return None, (
+            f"trace {trace_id}: no span is an agent (gen_ai.operation.name invoke_agent, "
+            "openinference.span.kind AGENT), a tool or a model call; it is not a run"
+        )
+    lone = len(calls) == 1 and (root is None or root.span_id == calls[0].span_id or role(root) == "model")
+    if lone:
+        return None, (
+            f"trace {trace_id}: a lone model call ({calls[0].name!r}) with no agent, tool or enclosing span; "
+            "Waymark does not store a run per model call: start one span around each agent run "
+            "(docs/integrations/opentelemetry.md, 'Instrumentors alone')"
+        )
+    problems.append(
+        f"trace {trace_id}: no agent or tool span; "
+        + (f"the root span {root.name!r} stands for the run" if root else "the run has no root span")
+        + ", its steps are the tool calls in the model calls' output messages"
+    )
+    inferred["run"] = "the trace (no agent or tool span)"
+    return root, None
+
+
+# --- model calls and tokens -----------------------------------------------------------------------------------------
+
+
+def _model_calls(models: list[SpanRecord], by_id: dict[str, SpanRecord]) -> tuple[list[SpanRecord], dict[str, list]]:
+    """The model calls counted once each: a model span nested inside another model span is the same call seen by
+    two instrumentations (the Anthropic SDK's own span under OpenInference's) and is folded into its outermost."""
+    ids = {m.span_id for m in models}
+    outer: list[SpanRecord] = []
+    nested: dict[str, list[SpanRecord]] = defaultdict(list)
+    for model in models:
+        top, current = None, model
+        while (parent := ancestor_in(current, by_id, ids)) is not None:
+            top, current = parent, by_id[parent]
+        if top is None:
+            outer.append(model)
+        else:
+            nested[top].append(model)
+    return sorted(outer, key=order), nested
+
+
+def _call_usage(call: SpanRecord, nested: list[SpanRecord], price: Price | None, unpriced: set[str]) -> Usage:
+    spent = usage(call)
+    source = call
+    if not spent.tokens:  # the outer span may carry no counts where the inner one does
+        for inner in nested:
+            inner_usage = usage(inner)
+            if inner_usage.tokens:
+                spent, source = inner_usage, inner
+                break
+    if spent.cost == 0.0 and spent.tokens and price is not None:
+        model = model_id(source) or model_id(call) or next((model_id(n) for n in nested if model_id(n)), "")
+        cost = price(model, spent) if model else None
+        if cost is None:
+            unpriced.add(model or "(no model id)")
+        else:
+            spent.cost = min(max(0.0, float(cost)), MAX_COST)
+    return spent
+
+
+# --- the trace ------------------------------------------------------------------------------------------------------
+
+
+def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price: Price | None = None) -> TraceMapping:
     """Map the spans of one trace (any order; duplicates by span id count once) onto one run."""
     by_id: dict[str, SpanRecord] = {}
     for span in spans:
@@ -416,79 +266,92 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
         by_role[role(span)].append(span)
         if not span.parent_span_id:
             roots.append(span)
-    root = min(roots, key=_order) if roots else None
+    root = min(roots, key=order) if roots else None
     agents = by_role["agent"]
-    tools = sorted(by_role["tool"], key=_order)
-    models = sorted(by_role["model"], key=_order)
+    tools = sorted(by_role["tool"], key=order)
+    calls, nested = _model_calls(by_role["model"], by_id) if by_role["model"] else ([], {})
     problems: list[str] = []
+    inferred: dict[str, str] = {}
 
-    if len(agents) > 1:  # the outermost agent span is the run (depth first, then time)
-        depths = _depths(by_id)
-        run_span = min(agents, key=lambda s: (depths.get(s.span_id, 0), *_order(s)))
-    else:
-        run_span = agents[0] if agents else None
-    if run_span is None:
-        if not tools and not models:
-            return TraceMapping(
-                trace_id=trace_id,
-                run=None,
-                problems=(
-                    f"trace {trace_id}: no span is an agent (gen_ai.operation.name invoke_agent, "
-                    "openinference.span.kind AGENT), a tool or a model call; it is not a run",
-                ),
-                span_ids=span_ids,
-            )
-        run_span = root
-        problems.append(
-            f"trace {trace_id}: no invoke_agent/AGENT span; "
-            + (f"the root span {root.name!r} stands for the run" if root else "the run has no root span")
-        )
+    run_span, refusal = _run_span(
+        root=root,
+        agents=agents,
+        tools=tools,
+        calls=calls,
+        by_id=by_id,
+        trace_id=trace_id,
+        problems=problems,
+        inferred=inferred,
+    )
+    if refusal is not None:
+        return TraceMapping(trace_id=trace_id, run=None, problems=(refusal,), span_ids=span_ids)
     if root is None:
         problems.append(f"trace {trace_id}: the root span never arrived; written after the quiet period")
 
+    # Steps: the tool spans, else the tool calls in the model calls' output messages.
     if len(tools) > max_steps:
         problems.append(f"trace {trace_id}: {len(tools) - max_steps} tool span(s) beyond {max_steps} steps dropped")
         tools = tools[:max_steps]
+    index: CallIndex | None = None
+    seen_names: dict[str, int] = defaultdict(int)
+    steps: list[dict[str, Any]] = []
+    for number, span in enumerate(tools):
+        if index is None and calls and _needs_calls(span):
+            index = CallIndex.of(calls)
+        name = tool_name(span)
+        steps.append(tool_step(span, name, seen_names[name], index, inferred, number))
+        seen_names[name] += 1
+    step_spans: list[tuple[int, int, str | None]] = [(s.start_ns, s.end_ns, s.span_id) for s in tools]
+    if not tools and calls:
+        steps = message_steps(calls, inferred)[:max_steps]
+        step_spans = [(_nanos(s["started_at"]), _nanos(s["ended_at"]), None) for s in steps]
+
+    # Tokens: each model call once, to the tool step that encloses it, else the first step starting at or after it,
+    # else (the closing answer) the last step; a run with no step keeps them apart.
     tool_ids = {s.span_id for s in tools}
-    step_usage = {s.span_id: usage(s) for s in tools}
+    step_usage = [Usage() for _ in steps]
     run_usage = Usage()
-    for model in models:
-        spent = usage(model)
+    unpriced: set[str] = set()
+    for call in calls:
+        spent = _call_usage(call, nested.get(call.span_id, []), price, unpriced)
         if spent.empty:
             continue
-        target = _enclosing_tool(model, by_id, tool_ids) if tool_ids else None
+        target = None
+        if tool_ids:
+            enclosing = ancestor_in(call, by_id, tool_ids)
+            if enclosing is not None:
+                target = next(i for i, (_, _, sid) in enumerate(step_spans) if sid == enclosing)
         if target is None:
-            target = next((t.span_id for t in tools if t.start_ns >= model.start_ns), None)
-        if target is None and tools:
-            target = tools[-1].span_id  # the closing model call concludes the last step
+            target = next((i for i, (start, _, _) in enumerate(step_spans) if start >= call.start_ns), None)
+        if target is None and steps:
+            target = len(steps) - 1
         if target is None:
             run_usage.add(spent)
         else:
             step_usage[target].add(spent)
-
-    steps = []
-    for span in tools:
-        spent = step_usage[span.span_id]
-        steps.append(
-            {
-                "tool": tool_name(span),
-                "arguments": tool_arguments(span),
-                "observation": tool_observation(span),
-                "ok": tool_ok(span),
-                "started_at": moment(span.start_ns),
-                "ended_at": moment(span.end_ns),
-                "input_tokens": spent.input_tokens,
-                "cached_input_tokens": spent.cached_input_tokens,
-                "output_tokens": spent.output_tokens,
-                "cost": spent.cost,
-            }
+    for step, spent, span in zip(steps, step_usage, tools or [None] * len(steps), strict=True):
+        if span is not None and not USAGE_KEYS.isdisjoint(span.attributes):  # tokens or cost on the tool span
+            spent.add(usage(span))
+        step.update(
+            input_tokens=spent.input_tokens,
+            cached_input_tokens=spent.cached_input_tokens,
+            output_tokens=spent.output_tokens,
+            cost=spent.cost,
         )
+    if unpriced:
+        inferred["cost"] = "the model price table, which has no price for " + ", ".join(sorted(unpriced)) + " (0)"
 
     run_attrs = run_span.attributes if run_span is not None else {}
     resource = (run_span or root or next(iter(by_id.values()))).resource
     root_attrs = root.attributes if root is not None else {}
     source = _declared("waymark.source", run_attrs, root_attrs, resource) or resource.get("service.name")
-    source = clean_text(_as_text(source)).strip()[:100].strip() if source is not None else ""
+    source = clean_text(as_text(source)).strip()[:100].strip() if source is not None else ""
+
+    task = _task(run_span, root, calls, run_attrs, root_attrs, inferred)
+    model = next((m for m in (model_id(s, answered=False) for s in (run_span, root) if s is not None) if m), "")
+    model = model or next((m for m in (model_id(c, answered=False) for c in calls) if m), "")
+    declared_outcome = _declared("waymark.outcome", run_attrs, root_attrs, resource)
+    run_outcome = outcome(root=root, run_span=run_span, agents=agents, declared=declared_outcome, inferred=inferred)
 
     metadata_attrs, dropped_attrs = _unknown(run_attrs)
     metadata_resource, dropped_resource = _unknown(resource)
@@ -497,45 +360,44 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
         "run_span": {"span_id": run_span.span_id, "name": run_span.name[:METADATA_MAX_CHARS]} if run_span else None,
         "spans": len(by_id),
         "service": bounded(resource.get("service.name"), depth=1, max_chars=METADATA_MAX_CHARS),
-        "agent": bounded(_first(run_attrs, "gen_ai.agent.name"), depth=1, max_chars=METADATA_MAX_CHARS),
+        "agent": bounded(
+            first(run_attrs, "gen_ai.agent.name", "agent.name")
+            or next((first(a.attributes, "gen_ai.agent.name", "agent.name") for a in agents), None),
+            depth=1,
+            max_chars=METADATA_MAX_CHARS,
+        ),
         "attributes": metadata_attrs,
         "resource": metadata_resource,
     }
     if dropped_attrs or dropped_resource:
         otlp["attributes_left_out"] = dropped_attrs + dropped_resource
     if not run_usage.empty:
-        otlp["usage_outside_steps"] = {
-            "input_tokens": run_usage.input_tokens,
-            "cached_input_tokens": run_usage.cached_input_tokens,
-            "output_tokens": run_usage.output_tokens,
-            "cost": run_usage.cost,
-        }
-    declared = usage(run_span) if agents else Usage()  # the run span is an agent span whenever there is one
-    if not declared.empty:
-        otlp["agent_usage"] = {
-            "input_tokens": declared.input_tokens,
-            "cached_input_tokens": declared.cached_input_tokens,
-            "output_tokens": declared.output_tokens,
-            "cost": declared.cost,
-        }
+        otlp["usage_outside_steps"] = run_usage.as_dict()
+    folded = sum(len(v) for v in nested.values())
+    if folded:
+        otlp["nested_model_spans"] = folded
+    declared_usage = usage(run_span) if run_span is not None and role(run_span) == "agent" else Usage()
+    if not declared_usage.empty:
+        otlp["agent_usage"] = declared_usage.as_dict()
     if problems:
         otlp["problems"] = [p[:METADATA_MAX_CHARS] for p in problems]
+    if inferred:
+        otlp["inferred"] = {key: text[:METADATA_MAX_CHARS] for key, text in inferred.items()}
 
     score = _declared("waymark.score", run_attrs, root_attrs, resource)
+    metadata: dict[str, Any] = {"otlp": otlp}
+    if model:
+        metadata["model"] = model
     run = {
         "source": source or DEFAULT_SOURCE,
         "external_id": trace_id,
-        "task": task_text(run_span),
-        "intent": clean_text(_as_text(_declared("waymark.intent", run_attrs, root_attrs, resource)))[:200],
-        "outcome": outcome(run_span, _declared("waymark.outcome", run_attrs, root_attrs, resource)),
+        "task": task,
+        "intent": _text(_declared("waymark.intent", run_attrs, root_attrs, resource), 200),
+        "outcome": run_outcome,
         "score": float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-        "graph_workspace": clean_text(_as_text(_declared("waymark.graph.workspace", run_attrs, root_attrs, resource)))[
-            :100
-        ],
-        "graph_revision": clean_text(_as_text(_declared("waymark.graph.revision", run_attrs, root_attrs, resource)))[
-            :100
-        ],
-        "metadata": {"otlp": otlp},
+        "graph_workspace": _text(_declared("waymark.graph.workspace", run_attrs, root_attrs, resource), 100),
+        "graph_revision": _text(_declared("waymark.graph.revision", run_attrs, root_attrs, resource), 100),
+        "metadata": metadata,
         "started_at": moment(
             run_span.start_ns
             if run_span is not None
@@ -551,3 +413,48 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS) -> Tra
     if run["score"] is not None and not math.isfinite(run["score"]):
         run["score"] = None
     return TraceMapping(trace_id=trace_id, run=run, problems=tuple(problems), span_ids=span_ids)
+
+
+def _nanos(moment_value: Any) -> int:
+    return int(moment_value.timestamp() * 1_000_000_000) if moment_value is not None else 0
+
+
+def _needs_calls(span: SpanRecord) -> bool:
+    """Whether a tool span's own arguments leave the call's arguments to the model's tool call (absent or not an
+    object: LangChain's TOOL span gives a single argument as its bare value)."""
+    attrs = span.attributes
+    raw = attrs.get("gen_ai.tool.call.arguments")
+    if raw is None:
+        raw = attrs.get("input.value")
+    if raw is None and span.events:
+        return True
+    if isinstance(raw, dict):
+        return False
+    return not (isinstance(raw, str) and raw.lstrip()[:1] == "{")
+
+
+def _task(
+    run_span: SpanRecord | None,
+    root: SpanRecord | None,
+    calls: list[SpanRecord],
+    run_attrs: dict[str, Any],
+    root_attrs: dict[str, Any],
+    inferred: dict[str, str],
+) -> str:
+    """`waymark.task`, else the first user message of the run span (or the root span), else of the first model
+    call (recorded as inferred), else "" (recorded too)."""
+    explicit = _declared("waymark.task", run_attrs, root_attrs)
+    if explicit is not None:
+        return _text(explicit, MAX_TASK_CHARS)
+    heads = [s for s in (run_span, root) if s is not None]
+    for span in heads[:1] if len(heads) == 2 and heads[0] is heads[1] else heads:
+        text = first_user_text(input_messages(span))
+        if text:
+            return _text(text, MAX_TASK_CHARS)
+    for call in calls:
+        text = first_user_text(input_messages(call))
+        if text:
+            inferred["task"] = f"the first user message of the first model call ({call.name!r})"
+            return _text(text, MAX_TASK_CHARS)
+    inferred["task"] = "nothing: no user message in the run span nor in any model call"
+    return ""

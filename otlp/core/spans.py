@@ -56,6 +56,9 @@ class SpanRecord:
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
+    # Span events as {"name", "time_ns", "attributes"}: record_exception's `exception` events, and the frameworks that
+    # put messages, tool arguments and results in events (strands-agents, GenAI `…operation.details`).
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def is_root(self) -> bool:
@@ -76,11 +79,20 @@ class SpanRecord:
             "attributes": self.attributes,
             "resource": self.resource,
             "scope": self.scope,
+            "events": self.events,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpanRecord:
-        return cls(**data)
+        return cls(**data)  # spans kept before events were decoded have none: the default
+
+    def event_attribute(self, key: str) -> Any:
+        """The value of `key` in the first event that carries it, else None."""
+        for event in self.events:
+            value = event["attributes"].get(key)
+            if value is not None:
+                return value
+        return None
 
 
 @dataclass(frozen=True)
@@ -236,6 +248,18 @@ def span_records(message: ExportTraceServiceRequest) -> DecodedSpans:
             continue
         name, status = span.name, span.status
         message_text = status.message
+        events = (
+            [
+                {
+                    "name": _nul_free(event.name),
+                    "time_ns": event.time_unix_nano,
+                    "attributes": attributes(event.attributes),
+                }
+                for event in span.events
+            ]
+            if span.events
+            else []
+        )
         append(
             SpanRecord(
                 trace_id,
@@ -250,6 +274,7 @@ def span_records(message: ExportTraceServiceRequest) -> DecodedSpans:
                 attributes(span.attributes),
                 resource,
                 scope,
+                events,
             )
         )
     problems = (f"{rejected} span(s) with a malformed trace id or span id",) if rejected else ()

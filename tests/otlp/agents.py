@@ -117,7 +117,9 @@ def openinference_agent(*, service: str = "phoenix-agent") -> list[ReadableSpan]
                 attributes={
                     "openinference.span.kind": "TOOL",
                     "tool.name": tool,
-                    "tool.parameters": json.dumps(parameters),
+                    # As the instrumentors emit it: the schema in tool.parameters, the call's arguments in input.value.
+                    "tool.parameters": json.dumps({"type": "object", "properties": {k: {} for k in parameters}}),
+                    "input.value": json.dumps(parameters),
                     "output.value": output,
                 },
             ):

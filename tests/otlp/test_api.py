@@ -241,13 +241,17 @@ def test_failures_and_errors(db, post):
     assert run.outcome == "failure"
     steps = list(run.steps.order_by("ordinal"))
     assert [s.ok for s in steps] == [True, False, True]
-    assert steps[1].observation == '{"status": "active"}'
+    assert steps[1].observation == '{"status": "active"}\ncheck_account failed: upstream timeout'
 
 
 def test_an_unset_root_status_reads_the_declared_outcome(db, post):
     post(protobuf_body(genai_agent(root_status=StatusCode.UNSET, outcome="failure")))
     post(protobuf_body(genai_agent(root_status=StatusCode.UNSET)))
-    assert sorted(Run.objects.values_list("outcome", flat=True)) == ["failure", "unknown"]
+    # Without a declared outcome, UNSET with a completed agent span is success, and the run says it was inferred.
+    runs = {run.outcome: run for run in Run.objects.all()}
+    assert sorted(runs) == ["failure", "success"]
+    assert "outcome" not in runs["failure"].metadata["otlp"].get("inferred", {})
+    assert runs["success"].metadata["otlp"]["inferred"]["outcome"].startswith("root span UNSET with a completed agent")
 
 
 def test_an_openinference_trace_in_batches(db, post):
@@ -368,3 +372,15 @@ def test_random_bodies_never_answer_a_server_error(db, post):
         for content_type in (PROTOBUF, "application/json"):
             response = post(bytes(body), content_type=content_type)
             assert response.status_code in (200, 400), (response.status_code, response.content[:200])
+
+
+def test_the_run_page_says_what_the_mapping_inferred(db, post, viewer):
+    from django.urls import reverse
+
+    from tests.conftest import logged_in
+
+    post(protobuf_body(genai_agent(root_status=StatusCode.UNSET)))
+    run = Run.objects.get()
+    page = logged_in(viewer).get(reverse("trajectories:detail", args=[run.pk]))
+    assert page.status_code == 200
+    assert b"outcome inferred from root span UNSET with a completed agent span" in page.content
