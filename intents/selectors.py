@@ -1,4 +1,8 @@
-"""Reads of intents for the pages, the API and the services, each a fixed number of queries."""
+"""Reads of intents for the pages, the API and the services, each a fixed number of queries.
+
+Intents learn from production runs only: the runs a live replay made (`Run.objects.production()` leaves them out)
+are never proposed, never cited as a client's evidence, and never counted by a window (intents.window_selectors).
+"""
 
 from __future__ import annotations
 
@@ -35,9 +39,13 @@ def runs_for_selection(
     intent: str = "",
     failed_only: bool = False,
     only_new: bool = False,
+    source: str = "",
 ) -> QuerySet:
-    """Stored runs in the window (stored at or after `window_from`, before `window_to`), oldest first."""
-    runs = run_queryset()
+    """Stored production runs in the window (stored at or after `window_from`, before `window_to`), oldest first;
+    only the runs of `source` when one is given (the demo's own: intents.demo)."""
+    runs = run_queryset().production()
+    if source:
+        runs = runs.filter(source=source)
     if window_from is not None:
         runs = runs.filter(created_at__gte=window_from)
     if window_to is not None:
@@ -53,18 +61,24 @@ def runs_for_selection(
 
 
 def batch_runs(batch: IntentProposalBatch) -> list:
-    """The stored runs of a batch with their steps, in the batch's order (two queries)."""
+    """The stored production runs of a batch with their steps, in the batch's order (two queries); an evaluation run
+    a batch made before production runs were required is left out."""
     rows = {
         run.pk: run
-        for run in run_queryset().filter(intent_batches__batch=batch).defer("metadata").prefetch_related("steps")
+        for run in run_queryset()
+        .production()
+        .filter(intent_batches__batch=batch)
+        .defer("metadata")
+        .prefetch_related("steps")
     }
     members = IntentBatchRun.objects.filter(batch=batch).order_by("id").values_list("trajectory_run_id", flat=True)
     return [rows[run_id] for run_id in members if run_id in rows]
 
 
 def runs_by_trajectory_ids(trajectory_ids: Iterable[str]) -> list:
-    """Stored runs whose `source:external_id` is one of the ids, with their steps (two queries). A source may hold
-    a colon itself, so every split of each id is tried against the (source, external_id) unique index."""
+    """Stored production runs whose `source:external_id` is one of the ids, with their steps (two queries): an
+    evaluation run is no evidence. A source may hold a colon itself, so every split of each id is tried against the
+    (source, external_id) unique index."""
     match = Q()
     wanted = 0
     for trajectory_id in set(trajectory_ids):
@@ -74,7 +88,7 @@ def runs_by_trajectory_ids(trajectory_ids: Iterable[str]) -> list:
                 wanted += 1
     if not wanted:
         return []
-    return list(run_queryset().filter(match).defer("metadata").prefetch_related("steps"))
+    return list(run_queryset().production().filter(match).defer("metadata").prefetch_related("steps"))
 
 
 # -- proposal runs ----------------------------------------------------------------------------------------------------

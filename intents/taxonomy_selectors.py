@@ -3,20 +3,23 @@ reviewed intent lookups procedure mining uses. Each is a fixed number of queries
 
 Access: anonymous and inactive users get 404 (reviews.selectors.require_member); any active user reads. Blinding:
 the judgments of others on a candidate are shown only to someone who has recorded their own on it (or once the
-candidate is part of the active taxonomy); everyone else sees how many judgments there are, not what they say.
+candidate is part of the active taxonomy). A reviewer who may still judge it sees nothing of them, not even how many
+there are (sealed means absent, as in accounts.blinding); people who cannot judge it (its poster, operators, a
+read-only teammate) see the count, not what they say.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from reviews.selectors import pending_requests_for, require_member
-from trajectories.selectors import run_queryset
+from trajectories.selectors import run_queryset, runs_with_steps
 
 from .core import normalize_intent
 from .models import (
@@ -68,19 +71,62 @@ def awaiting_count(user) -> int:
     return _awaiting(user).count()
 
 
+# How many steps around a candidate's evidence the inline review shows; the run's page has them all.
+CONTEXT_STEPS = 2
+ARGUMENTS_CHARS = 160
+OBSERVATION_CHARS = 240
+
+
+@dataclass(frozen=True)
+class StepLine:
+    index: int
+    tool: str
+    ok: bool | None
+    arguments: str
+    observation: str
+    evidence: bool
+
+
+@dataclass(frozen=True)
+class EvidenceRun:
+    """One evidence span of a candidate, with its run (None when no longer stored): the task, and the steps of the
+    span (highlighted) with CONTEXT_STEPS around it."""
+
+    trajectory_id: str
+    start: int
+    end: int
+    run: Any | None
+    steps: tuple[StepLine, ...] = ()
+    hidden_before: int = 0
+    hidden_after: int = 0
+
+
+@dataclass(frozen=True)
+class ReviewFocus:
+    """The candidate reviewed inline: its evidence, where it stands in the queue, and its neighbours (wrapping)."""
+
+    candidate: IntentCandidateRecord
+    position: int
+    evidence: tuple[EvidenceRun, ...]
+    previous: IntentCandidateRecord | None
+    next: IntentCandidateRecord | None
+
+
 @dataclass
 class QueuePage:
     rows: list[IntentCandidateRecord]
     total: int
     intents: list[dict[str, Any]]
     recent: list[IntentCandidateRecord] = field(default_factory=list)
+    focus: ReviewFocus | None = None
 
 
-def review_queue_for(user, *, limit: int = QUEUE_SIZE) -> QueuePage:
+def review_queue_for(user, *, focus: int | None = None, limit: int = QUEUE_SIZE) -> QueuePage:
     """The candidates waiting for `user`'s judgment (those whose novelty alert was promoted to review first, then
-    oldest first; each with `promoted_alert` and `judgment_count`, the number of judgments recorded by anyone, and
-    nothing of what they say), the active intents to merge into, and the candidates `user` judged most recently
-    with every judgment (visible: their own is recorded)."""
+    oldest first; each with `promoted_alert`, and nothing of others' judgments, not even how many), the one reviewed
+    inline (`focus` when it waits, else the first) with its evidence, the active intents to merge into, and the
+    candidates `user` judged most recently with every judgment (visible: their own is recorded). At most eight
+    queries."""
     require_member(user)
     intents = active_intents()
     if not user.is_reviewer:
@@ -89,15 +135,58 @@ def review_queue_for(user, *, limit: int = QUEUE_SIZE) -> QueuePage:
     promoted = NoveltyAlert.objects.filter(candidate_id=OuterRef("candidate_id"), status=NoveltyAlert.Status.PROMOTED)
     rows = list(awaiting.annotate(promoted_alert=Exists(promoted)).order_by("-promoted_alert", "id")[:limit])
     total = len(rows) if len(rows) < limit else awaiting.count()
-    counts = dict(
-        IntentJudgment.objects.filter(candidate__candidate_id__in=[r.candidate_id for r in rows])
-        .values_list("candidate__candidate_id")
-        .annotate(n=Count("id"))
-        .values_list("candidate__candidate_id", "n")
+    return QueuePage(rows=rows, total=total, intents=intents, recent=_recent(user), focus=_focus(rows, focus))
+
+
+def _focus(rows: list[IntentCandidateRecord], wanted: int | None) -> ReviewFocus | None:
+    if not rows:
+        return None
+    index = next((i for i, row in enumerate(rows) if row.pk == wanted), 0)
+    candidate = rows[index]
+    spans = [item for item in candidate.evidence or [] if isinstance(item, dict)]
+    runs = runs_with_steps(sorted({int(item["run_id"]) for item in spans if isinstance(item.get("run_id"), int)}))
+    others = len(rows) > 1
+    return ReviewFocus(
+        candidate=candidate,
+        position=index + 1,
+        evidence=tuple(_evidence_run(item, runs.get(item.get("run_id"))) for item in spans),
+        previous=rows[index - 1] if others else None,
+        next=rows[(index + 1) % len(rows)] if others else None,
     )
-    for row in rows:
-        row.judgment_count = counts.get(row.candidate_id, 0)
-    return QueuePage(rows=rows, total=total, intents=intents, recent=_recent(user))
+
+
+def _evidence_run(item: dict[str, Any], run) -> EvidenceRun:
+    start, end = int(item.get("start", 0)), int(item.get("end", 0))
+    trajectory_id = str(item.get("trajectory_id", ""))
+    if run is None:
+        return EvidenceRun(trajectory_id=trajectory_id, start=start, end=end, run=None)
+    steps = list(run.steps.all())
+    first, last = max(0, start - CONTEXT_STEPS), min(len(steps), end + CONTEXT_STEPS + 1)
+    lines = tuple(
+        StepLine(
+            index=index,
+            tool=step.tool,
+            ok=step.ok,
+            arguments=_short(json.dumps(step.arguments or {}, ensure_ascii=False, sort_keys=True), ARGUMENTS_CHARS),
+            observation=_short(step.observation or "", OBSERVATION_CHARS),
+            evidence=start <= index <= end,
+        )
+        for index, step in enumerate(steps[first:last], start=first)
+    )
+    return EvidenceRun(
+        trajectory_id=trajectory_id,
+        start=start,
+        end=end,
+        run=run,
+        steps=lines,
+        hidden_before=first,
+        hidden_after=len(steps) - last,
+    )
+
+
+def _short(text: str, size: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= size else text[: size - 1] + "…"
 
 
 def _recent(user, limit: int = 10) -> list[IntentCandidateRecord]:
@@ -127,14 +216,15 @@ def _recent(user, limit: int = 10) -> list[IntentCandidateRecord]:
 
 @dataclass(frozen=True)
 class CandidateJudgments:
-    count: int
+    count: int | None  # None: sealed, `user` may still judge it
     mine: IntentJudgment | None
     visible: list[IntentJudgment] | None  # None: blinded
 
 
 def judgments_for(user, candidate: IntentCandidateRecord) -> CandidateJudgments:
     """The judgments on a candidate id as `user` may see them: all of them once `user` has recorded their own (or
-    the candidate is in the active taxonomy), else only the count."""
+    the candidate is in the active taxonomy); else, to someone who cannot judge it, only the count; to a reviewer who
+    may still judge it, nothing (three queries, four for such a reviewer)."""
     require_member(user)
     rows = list(
         IntentJudgment.objects.filter(candidate__candidate_id=candidate.candidate_id)
@@ -143,7 +233,12 @@ def judgments_for(user, candidate: IntentCandidateRecord) -> CandidateJudgments:
     )
     mine = next((j for j in rows if j.reviewer_id == user.pk), None)
     placed = any(candidate.candidate_id in row.get("candidate_ids", []) for row in active_intents())
-    return CandidateJudgments(count=len(rows), mine=mine, visible=rows if (mine or placed) else None)
+    if mine or placed:
+        return CandidateJudgments(count=len(rows), mine=mine, visible=rows)
+    may_judge = user.is_reviewer and not (
+        IntentCandidateRecord.objects.filter(candidate_id=candidate.candidate_id, submitted_by=user.pk).exists()
+    )
+    return CandidateJudgments(count=None if may_judge else len(rows), mine=None, visible=None)
 
 
 def candidate_for(user, pk: int) -> IntentCandidateRecord:
@@ -251,27 +346,26 @@ def runs_of_intent(key: str) -> RunGroup:
     the active taxonomy gives it one, else to its normalized declared label. When `key` names a reviewed intent
     (label, alias or id), the group is that intent's runs plus the runs with no reviewed intent whose declared
     label normalizes to one of the intent's names; otherwise the runs with no reviewed intent whose declared label
-    normalizes to `key`."""
+    normalizes to `key`. Production runs only: the runs answering evaluation jobs are never mined."""
+    production = run_queryset().production()  # evaluation runs are evidence of their own jobs, never training
     version = active_version()
     reviewed = reviewed_intent_named(key) if version is not None else None
     names = reviewed.names if reviewed else frozenset({normalize_intent(key)})
-    declared = run_queryset().exclude(intent="").values_list("intent", flat=True).distinct().order_by()
+    declared = production.exclude(intent="").values_list("intent", flat=True).distinct().order_by()
     labels = sorted(label for label in declared if normalize_intent(label) in names)
     by_label = Q(intent__in=labels)
     if version is None:
         return RunGroup(
             key=normalize_intent(key),
             title=labels[0] if labels else key,
-            runs=run_queryset().filter(by_label),
+            runs=production.filter(by_label),
             reviewed=None,
         )
     has_reviewed = TaxonomyRunIntent.objects.filter(version=version, run=OuterRef("pk"))
     unreviewed = by_label & ~Q(Exists(has_reviewed))
     if reviewed is None:
         key = normalize_intent(key)
-        return RunGroup(
-            key=key, title=labels[0] if labels else key, runs=run_queryset().filter(unreviewed), reviewed=None
-        )
+        return RunGroup(key=key, title=labels[0] if labels else key, runs=production.filter(unreviewed), reviewed=None)
     mine = TaxonomyRunIntent.objects.filter(version=version, intent_id=reviewed.intent_id, run=OuterRef("pk"))
-    runs = run_queryset().filter(Q(Exists(mine)) | unreviewed)
+    runs = production.filter(Q(Exists(mine)) | unreviewed)
     return RunGroup(key=reviewed.normalized, title=reviewed.label, runs=runs, reviewed=reviewed)

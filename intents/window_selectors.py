@@ -12,6 +12,8 @@ from django.db.models import Q
 from django.http import Http404
 
 from config.cursors import IntCursor
+from trajectories.choices import EVALUATION_SOURCE
+from trajectories.selectors import run_queryset
 
 from .models import IntentCandidateRecord
 from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
@@ -31,9 +33,31 @@ DRIFT_LIST_DEFERRED = ("changes", "retired", "new", "biggest", "cluster_matches"
 # -- inputs of an analysis --------------------------------------------------------------------------------------------
 
 
+def from_evaluation_runs(records: Iterable[IntentCandidateRecord]) -> set[str]:
+    """The candidate ids among `records` whose evidence cites a run a live replay made (at most one query): stored
+    before intents were kept to production runs, they are no evidence of what agents do."""
+    records = list(records)
+    cited = {
+        int(item["run_id"])
+        for record in records
+        for item in record.evidence or []
+        if isinstance(item, dict) and isinstance(item.get("run_id"), int)
+    }
+    evaluation = set(run_queryset().evaluation().filter(pk__in=cited).values_list("pk", flat=True)) if cited else set()
+    prefix = f"{EVALUATION_SOURCE}:"
+    return {
+        record.candidate_id
+        for record in records
+        for item in record.evidence or []
+        if isinstance(item, dict)
+        and (item.get("run_id") in evaluation or str(item.get("trajectory_id", "")).startswith(prefix))
+    }
+
+
 def window_candidates(start: datetime, end: datetime, *, limit: int) -> list[IntentCandidateRecord]:
-    """The distinct candidates (by candidate id, the oldest record kept) stored in [start, end), oldest first; at
-    most `limit` (one query, the caller asks for one more than it allows to tell an overflow)."""
+    """The distinct candidates (by candidate id, the oldest record kept) stored in [start, end), oldest first, but
+    those citing an evaluation run (from_evaluation_runs); at most `limit` (two queries, the caller asks for one more
+    than it allows to tell an overflow)."""
     rows = (
         IntentCandidateRecord.objects.filter(created_at__gte=start, created_at__lt=end)
         .only("id", "candidate_id", "intent", "kind", "evidence", "created_at")
@@ -44,8 +68,10 @@ def window_candidates(start: datetime, end: datetime, *, limit: int) -> list[Int
     offset, step = 0, max(limit, 1)
     while len(seen) < limit:
         chunk = list(rows[offset : offset + step])
+        excluded = from_evaluation_runs(chunk)
         for record in chunk:
-            seen.setdefault(record.candidate_id, record)
+            if record.candidate_id not in excluded:
+                seen.setdefault(record.candidate_id, record)
         if len(chunk) < step:
             break
         offset += step

@@ -227,10 +227,11 @@ def _mined_again(
 
 # --- periodic mining -------------------------------------------------------------------------------------------------
 def intents_due_for_mining(*, min_new_runs: int | None = None) -> list[str]:
-    """Intent keys with at least `min_new_runs` successful runs newer than what their procedure last considered."""
+    """Intent keys with at least `min_new_runs` successful production runs newer than what their procedure last
+    considered."""
     threshold = settings.WAYMARK_MINE_MIN_NEW_RUNS if min_new_runs is None else min_new_runs
     marks = dict(Procedure.objects.values_list("intent", "mined_through_run_id"))
-    successes = run_queryset().filter(outcome=Outcome.SUCCESS)
+    successes = run_queryset().production().filter(outcome=Outcome.SUCCESS)
     counts: dict[str, int] = {}
     labels = successes.exclude(intent="").values_list("intent", flat=True).distinct().order_by()
     for label in labels:
