@@ -17,7 +17,7 @@ from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
 from config.plain_models import plain_model
 from config.text import first_unencodable, is_json_request
-from llm.core import ModelError
+from llm.core import ModelError, ModelReplyIncomplete, ModelReplyInvalid
 
 from . import cache, selectors
 from .guidance import NoActiveGraph, guidance_body
@@ -37,6 +37,8 @@ GUIDE_SCOPE = "graphs:guide"
 READ = scoped(READ_SCOPE)
 GUIDE = scoped(GUIDE_SCOPE)
 JSON = "application/json; charset=utf-8"  # what ninja's renderer answers
+MODEL_RETRY_AFTER_SECONDS = 5  # when the provider named no wait of its own
+MAX_MODEL_RETRY_AFTER_SECONDS = 300
 
 
 def _summary_out(summary: dict | None) -> dict | None:
@@ -163,7 +165,10 @@ def get_revision(request: HttpRequest, ws: str, ref: str):
     description=(
         "Raw modes (`raw_subgraph`, `raw_full`) return the serialized graph context and never call a model; "
         "generative modes call the workspace's model (recorded in the model-call ledger). `revision` (seq or "
-        "digest) pins the graph the agent started its run with; without it the active graph answers."
+        "digest) pins the graph the agent started its run with; without it the active graph answers. When the "
+        "model gives no answer (unreachable, rate-limited, or a reply that is not one: malformed, empty, cut at "
+        "max_tokens) the answer is 503 `model_unavailable` with `Retry-After` and `details.reason`; a raw mode "
+        "needs no model."
     ),
 )
 def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
@@ -205,5 +210,22 @@ def guidance_response(ws: str, payload: GuidanceIn) -> HttpResponse:
     except selectors.InvalidRef as exc:
         raise _bad_ref(exc)
     except ModelError as exc:
-        raise ApiError(503, "model_unavailable", f"the guidance model did not answer: {exc}")
+        raise ModelAnswerMissing(exc) from None
     return HttpResponse(body, content_type=JSON)
+
+
+class ModelAnswerMissing(ApiError):
+    """503 with Retry-After: the generative mode's model gave no answer — it did not answer in time or at all, or
+    its reply was not one (an HTML page, malformed JSON, cut at max_tokens, empty). The call is in the ledger with
+    its diagnostics; nothing of the reply is served. Retry-After is the provider's own when it sent one."""
+
+    def __init__(self, error: ModelError) -> None:
+        diagnostics = error.diagnostics
+        retry_after = diagnostics.get("retry_after")
+        if not isinstance(retry_after, int) or isinstance(retry_after, bool):
+            retry_after = MODEL_RETRY_AFTER_SECONDS
+        retry_after = min(max(retry_after, 1), MAX_MODEL_RETRY_AFTER_SECONDS)
+        said = "gave no answer" if isinstance(error, ModelReplyInvalid | ModelReplyIncomplete) else "did not answer"
+        details = {"reason": str(diagnostics.get("kind") or type(error).__name__), "retry_after": retry_after}
+        super().__init__(503, "model_unavailable", f"the guidance model {said}: {error}", details)
+        self.headers = {"Retry-After": str(retry_after)}

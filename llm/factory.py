@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from config.demo_seeding import seeding_the_demo
 from llm.core import ChatModel
 
 from .demo import demo_chat_model
@@ -12,7 +13,8 @@ from .services import Subject
 
 
 def model_is_scripted() -> bool:
-    return not settings.ANTHROPIC_API_KEY
+    """No key, or the demo being seeded (config.demo_seeding.scripted_seeding)."""
+    return not settings.ANTHROPIC_API_KEY or seeding_the_demo()
 
 
 def get_chat_model() -> ChatModel:

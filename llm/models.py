@@ -31,6 +31,9 @@ class ModelCall(models.Model):
     response_id = models.CharField(max_length=120, blank=True)
     stop_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)
+    diagnostics = models.JSONField(
+        default=dict, blank=True, help_text="what a failed call saw: HTTP status, content type, stop reason, attempts…"
+    )
     subject_type = models.CharField(max_length=80, blank=True)
     subject_id = models.CharField(max_length=120, blank=True)
     started_at = models.DateTimeField(default=timezone.now)

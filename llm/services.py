@@ -111,9 +111,22 @@ def model_call_succeed(*, call: ModelCall, response: ModelResponse, latency_ms: 
 
 
 def model_call_fail(*, call: ModelCall, error: BaseException | str, latency_ms: int | None = None) -> ModelCall:
-    """Record that the call produced no reply, with the error."""
+    """Record that the call produced no usable reply, with the error. A ModelError's diagnostics are kept, and so is
+    what came back (`partial`: an HTML page, a reply cut short), with the tokens it spent and their cost."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     fields = {"status": ModelCall.Status.FAILED, "error": text[:ERROR_CHARS]}
+    fields["diagnostics"] = dict(getattr(error, "diagnostics", None) or {})
+    partial = getattr(error, "partial", None)
+    if isinstance(partial, ModelResponse):
+        fields.update(
+            input_tokens=partial.usage.input_tokens,
+            output_tokens=partial.usage.output_tokens,
+            cached_input_tokens=partial.usage.cached_input_tokens,
+            cost=cost_of(call.model_id, partial.usage) if partial.usage.total_tokens else None,
+            response_text=partial.text,
+            response_id=(partial.response_id or "")[:120],
+            stop_reason=(partial.stop_reason or "")[:40],
+        )
     if latency_ms is not None:
         fields["latency_ms"] = latency_ms
     return _finish(call.pk, call.started_at, fields)

@@ -2,8 +2,10 @@
 
 One model call proposes an edit set; PrepareCandidate applies it to a copy. A reply that does not parse, or whose
 edits fail the structural checks, is sent back once (`role_retries`) in a single folded user message with the errors
-listed, so the model can correct itself. An empty edit set is the `no_action` outcome and is never retried. The
-prompt follows the paper's order with our own wording; its system text never changes, so it comes first.
+listed, so the model can correct itself. A reply the model gateway calls incomplete (ModelReplyIncomplete: cut at
+max_tokens, or no text) is such a reply, `malformed_edit`, and is never parsed: part of an edit set is not one.
+An empty edit set is the `no_action` outcome and is never retried. The prompt follows the paper's order with our
+own wording; its system text never changes, so it comes first.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from llm.core import ChatModel, ModelRequest
+from llm.core import ChatModel, ModelReplyIncomplete, ModelRequest
 
-from .diagnostics import Diagnostic, errors_in
+from .diagnostics import Diagnostic, error, errors_in
 from .edits import EditSet, parse_edit_set, prepare_candidate
 from .graph import DEFAULT_RELATIONS, Graph, check_cycle_policy
 
@@ -316,8 +318,12 @@ class Refiner:
         attempts: list[_Attempt] = []
         message = prompt
         while True:
-            reply = self._ask(system, message, mode=mode, attempt=len(attempts) + 1)
-            attempts.append(self._try_reply(graph, reply))
+            try:
+                reply = self._ask(system, message, mode=mode, attempt=len(attempts) + 1)
+                attempts.append(self._try_reply(graph, reply))
+            except ModelReplyIncomplete as short:  # cut at max_tokens, or no text: a reply that does not parse
+                reply = short.partial.text if short.partial is not None else ""
+                attempts.append(_Attempt(reply, None, None, [error("malformed_edit", f"{short}", "reply")]))
             last = attempts[-1]
             if last.settled or len(attempts) > self.role_retries:
                 return self._result(attempts, mode)

@@ -13,7 +13,19 @@ class MalformedModelOutput(RuntimeError):
 
 
 class ModelError(RuntimeError):
-    """A model call did not produce a reply."""
+    """A model call did not produce a usable reply.
+
+    `diagnostics` say what was seen (HTTP status, content type, request id, stop reason, …: JSON-ready values), and
+    `partial` is what came back when something did (an HTML page as text, a reply cut short with its usage): the
+    ledger keeps both, so nothing the provider sent is lost and none of it is taken for an answer.
+    """
+
+    def __init__(
+        self, message: str, *, diagnostics: Mapping[str, Any] | None = None, partial: ModelResponse | None = None
+    ) -> None:
+        super().__init__(message)
+        self.diagnostics: dict[str, Any] = dict(diagnostics or {})
+        self.partial = partial
 
 
 class ModelTimeout(ModelError, TimeoutError):
@@ -22,6 +34,17 @@ class ModelTimeout(ModelError, TimeoutError):
 
 class ModelUnavailable(ModelError, ConnectionError):
     """The provider was unreachable, rate-limited or failing (429/5xx) after the allowed retries. Transient."""
+
+
+class ModelReplyInvalid(ModelUnavailable):
+    """A 2xx answer that is not a reply at all: an HTML page, malformed JSON, JSON of another shape. Something other
+    than the model answered (a proxy, a gateway, a wrong ANTHROPIC_BASE_URL), as with a 5xx: transient."""
+
+
+class ModelReplyIncomplete(ModelError):
+    """The model replied, but not with a whole answer: cut at max_tokens (or the context window), refused, or
+    without any text. `partial` holds what it said and the tokens it spent. Asking the same again tends to get the
+    same, so this is not transient; it is never to be served as an answer."""
 
 
 class ModelRequestRejected(ModelError):

@@ -7,7 +7,14 @@ import httpx2
 import pytest
 
 from llm.adapters.anthropic import AnthropicChatModel
-from llm.core import ModelRequest, ModelRequestRejected, ModelTimeout, ModelUnavailable
+from llm.core import (
+    ModelReplyIncomplete,
+    ModelReplyInvalid,
+    ModelRequest,
+    ModelRequestRejected,
+    ModelTimeout,
+    ModelUnavailable,
+)
 
 MODEL = "claude-sonnet-4-6"
 
@@ -25,11 +32,11 @@ def message_body(text="Hello there", **usage):
     }
 
 
-def error_body(status, kind, message):
+def error_body(status, kind, message, **headers):
     return httpx2.Response(
         status,
         json={"type": "error", "error": {"type": kind, "message": message}},
-        headers={"retry-after-ms": "1"},  # keep the SDK's backoff short in tests
+        headers={"retry-after-ms": "1", **headers},  # keep the SDK's backoff short in tests
     )
 
 
@@ -155,3 +162,129 @@ def test_it_needs_a_model_id_and_a_key():
         AnthropicChatModel("", "sk-test")
     with pytest.raises(ValueError, match="API key"):
         AnthropicChatModel(MODEL, "")
+
+
+# -- replies that are not answers (issue 25, item 4) ------------------------------------------------------------------
+
+
+def test_an_html_page_answered_with_200_is_an_invalid_reply_with_its_diagnostics():
+    page = "<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1></body></html>"
+    api = FakeMessagesApi(httpx2.Response(200, text=page, headers={"content-type": "text/html", "request-id": "req_7"}))
+    with pytest.raises(ModelReplyInvalid, match=r"answered HTTP 200 with text/html, not a Messages reply") as raised:
+        ask(api.model())
+    error = raised.value
+    assert isinstance(error, ModelUnavailable) and isinstance(error, ConnectionError)  # transient, like a 502
+    assert error.diagnostics == {
+        "kind": "html",
+        "http_status": 200,
+        "content_type": "text/html",
+        "request_id": "req_7",
+        "body_chars": len(page),
+    }
+    assert error.partial.text == page  # what came back is kept for the ledger, never parsed as an answer
+    assert len(api.requests) == 1
+
+
+def test_malformed_json_is_an_invalid_reply_naming_the_parse_error():
+    api = FakeMessagesApi(
+        httpx2.Response(200, text='{"id": "msg_1", "content": [', headers={"content-type": "application/json"})
+    )
+    with pytest.raises(ModelReplyInvalid, match="not valid JSON") as raised:
+        ask(api.model())
+    assert raised.value.diagnostics["kind"] == "not_json"
+    assert raised.value.diagnostics["detail"].startswith("Expecting value")
+    assert raised.value.partial.text == '{"id": "msg_1", "content": ['
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"hello": "world"},
+        [1, 2, 3],
+        {"type": "message", "id": "msg_1", "content": "not a list", "usage": {"input_tokens": 1, "output_tokens": 1}},
+        {"type": "error", "error": {"type": "api_error", "message": "odd"}},
+    ],
+)
+def test_json_that_is_not_a_messages_response_is_an_invalid_reply(body):
+    api = FakeMessagesApi(httpx2.Response(200, json=body))
+    with pytest.raises(ModelReplyInvalid, match="not a Messages reply") as raised:
+        ask(api.model())
+    assert raised.value.diagnostics["kind"] == "not_a_message"
+    assert json.loads(raised.value.partial.text) == body
+
+
+def test_an_empty_content_list_is_an_incomplete_reply_with_its_usage():
+    api = FakeMessagesApi(httpx2.Response(200, json={**message_body(), "content": []}))
+    with pytest.raises(ModelReplyIncomplete, match="no text") as raised:
+        ask(api.model())
+    error = raised.value
+    assert not isinstance(error, ConnectionError)  # not transient: the same question tends to get the same
+    assert error.diagnostics == {"kind": "empty", "stop_reason": "end_turn", "max_tokens": 256, "output_tokens": 5}
+    assert error.partial.text == ""
+    assert (error.partial.usage.input_tokens, error.partial.usage.output_tokens) == (12, 5)
+    assert error.partial.response_id == "msg_01abc"
+
+
+def test_a_reply_of_blank_text_or_thinking_only_is_an_incomplete_reply():
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    for content in ([{"type": "text", "text": "  \n"}], [thinking]):
+        api = FakeMessagesApi(httpx2.Response(200, json={**message_body(), "content": content}))
+        with pytest.raises(ModelReplyIncomplete) as raised:
+            ask(api.model())
+        assert raised.value.diagnostics["kind"] == "empty"
+
+
+def test_a_reply_cut_at_max_tokens_is_incomplete_never_an_answer():
+    body = {**message_body('{"add_nodes": [{"id": "check_poli'), "stop_reason": "max_tokens"}
+    api = FakeMessagesApi(httpx2.Response(200, json=body))
+    with pytest.raises(ModelReplyIncomplete, match=r"cut at max_tokens \(256\)") as raised:
+        ask(api.model(), max_tokens=256)
+    error = raised.value
+    assert error.diagnostics == {
+        "kind": "max_tokens",
+        "stop_reason": "max_tokens",
+        "max_tokens": 256,
+        "output_tokens": 5,
+    }
+    assert error.partial.text == '{"add_nodes": [{"id": "check_poli'
+    assert error.partial.stop_reason == "max_tokens"
+
+
+@pytest.mark.parametrize("stop_reason", ["refusal", "model_context_window_exceeded"])
+def test_other_stop_reasons_short_of_an_answer_are_incomplete(stop_reason):
+    api = FakeMessagesApi(httpx2.Response(200, json={**message_body("I can"), "stop_reason": stop_reason}))
+    with pytest.raises(ModelReplyIncomplete, match=stop_reason) as raised:
+        ask(api.model())
+    assert raised.value.diagnostics["kind"] == stop_reason
+
+
+def test_a_reply_ended_by_a_stop_sequence_is_an_answer():
+    api = FakeMessagesApi(httpx2.Response(200, json={**message_body("done"), "stop_reason": "stop_sequence"}))
+    assert ask(api.model()).text == "done"
+
+
+def test_529_overloaded_past_the_retries_is_unavailable_with_its_diagnostics():
+    api = FakeMessagesApi(
+        *[error_body(529, "overloaded_error", "Overloaded", **{"request-id": f"req_{n}"}) for n in range(3)]
+    )
+    with pytest.raises(ModelUnavailable, match=r"HTTP 529: Overloaded \(after 2 retries\)") as raised:
+        ask(api.model(max_retries=2))
+    assert len(api.requests) == 3
+    assert raised.value.diagnostics == {
+        "kind": "http_error",
+        "http_status": 529,
+        "error_type": "overloaded_error",
+        "request_id": "req_2",
+        "attempts": 3,
+    }
+
+
+def test_sustained_429s_are_unavailable_with_the_providers_retry_after():
+    limited = [error_body(429, "rate_limit_error", "rate limited", **{"retry-after": "17"}) for _ in range(4)]
+    api = FakeMessagesApi(*limited)
+    with pytest.raises(ModelUnavailable, match=r"HTTP 429: rate limited \(after 3 retries\)") as raised:
+        ask(api.model(max_retries=3))
+    assert len(api.requests) == 4  # the SDK retried, each time after retry-after-ms
+    assert raised.value.diagnostics["http_status"] == 429
+    assert raised.value.diagnostics["retry_after"] == 17
+    assert raised.value.diagnostics["attempts"] == 4

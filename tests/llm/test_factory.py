@@ -81,3 +81,25 @@ def test_an_anthropic_spec_needs_a_key(settings):
     settings.ANTHROPIC_API_KEY = ""
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
         chat_model_from_spec("anthropic:claude-opus-4-6")
+
+
+def test_the_anthropic_model_sends_its_calls_to_anthropic_base_url(settings, monkeypatch):
+    """ANTHROPIC_BASE_URL (a proxy, a gateway, a local stand-in for the provider) is honoured through the SDK: the
+    configured model posts to it. The HTTP layer is replaced; nothing leaves the process."""
+    import httpx2
+
+    from tests.llm.stand_in import message
+
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://provider-stand-in.test:8089/anthropic")
+    seen = []
+
+    def handle_request(transport, request):
+        seen.append(request)
+        return httpx2.Response(200, json=message("from the stand-in"))
+
+    monkeypatch.setattr(httpx2.HTTPTransport, "handle_request", handle_request)
+    reply = get_chat_model().complete(ModelRequest(role="guidance", system="", parts=("q",), max_tokens=9))
+    assert reply.text == "from the stand-in"
+    assert [str(request.url) for request in seen] == ["http://provider-stand-in.test:8089/anthropic/v1/messages"]
+    assert seen[0].headers["authorization"] == "Bearer sk-test"

@@ -61,7 +61,12 @@ class AsyncRunContext:
 
 
 class AsyncWaymark:
-    """The asyncio Waymark client: the same operations as `Waymark`, awaited. Job handlers may be coroutines."""
+    """The asyncio Waymark client: the same operations as `Waymark`, awaited. Job handlers may be coroutines.
+
+    Connections belong to the event loop that opened them, so the client opens its pool in the loop that first
+    uses it and, once that loop has ended, a new one in the next: one client may serve one `asyncio.run(...)` per
+    task, and `await client.aclose()` may run in a loop of its own. It is used by one running loop at a time.
+    """
 
     tool = staticmethod(tool)
 
@@ -80,9 +85,15 @@ class AsyncWaymark:
         self._core = Core(retry=retry, cache=cache)
         self._buffer = _core.Buffer()
         self._sleep = sleep
-        self._http = httpx2.AsyncClient(
-            base_url=self.base_url, headers=default_headers(token), timeout=timeout, transport=transport
-        )
+        self._http_options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "headers": default_headers(token),
+            "timeout": timeout,
+            "transport": transport,
+        }
+        self._http: httpx2.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
 
     @property
     def retry(self) -> RetryPolicy:
@@ -96,6 +107,21 @@ class AsyncWaymark:
     def buffered(self) -> int:
         return len(self._buffer)
 
+    def _connections(self) -> httpx2.AsyncClient:
+        """The connection pool of the running loop (see the class): a pool whose loop has ended is left behind, its
+        connections having ended with that loop; a pool another loop is running with is refused."""
+        if self._closed:
+            raise RuntimeError("this AsyncWaymark is closed")
+        loop = asyncio.get_running_loop()
+        if self._http is not None and self._loop is not loop:
+            if self._loop is not None and self._loop.is_running():
+                raise RuntimeError("this AsyncWaymark is in use by another event loop; make one client per loop")
+            self._http = None
+        if self._http is None:
+            self._http = httpx2.AsyncClient(**self._http_options)
+            self._loop = loop
+        return self._http
+
     async def _drive[T](self, operation: Operation[T]) -> T:
         value: Any = None
         error: BaseException | None = None
@@ -106,11 +132,12 @@ class AsyncWaymark:
                 return stop.value
             value = error = None
             if isinstance(action, Send):
-                request = self._http.build_request(
+                http = self._connections()
+                request = http.build_request(
                     action.method, action.path, json=action.json, params=action.params, headers=action.headers
                 )
                 try:
-                    value = await self._http.send(request)
+                    value = await http.send(request)
                 except httpx2.TransportError as exc:
                     error = exc
             elif isinstance(action, Sleep):
@@ -124,11 +151,18 @@ class AsyncWaymark:
                     error = exc
 
     async def aclose(self, *, flush: bool = True) -> None:
+        """Push the buffered runs (unless `flush=False`), then close the connections; the client is closed even when
+        the push fails (it raises then). In any event loop; closing twice does nothing."""
+        if self._closed:
+            return
         try:
             if flush and len(self._buffer):
                 await self.flush()
         finally:
-            await self._http.aclose()
+            self._closed = True
+            http, self._http = self._http, None
+            if http is not None and self._loop is asyncio.get_running_loop():
+                await http.aclose()
 
     async def __aenter__(self) -> AsyncWaymark:
         return self
