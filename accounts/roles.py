@@ -1,5 +1,12 @@
-"""Roles are Django groups; API scopes are strings a token carries. Both are closed sets, listed here."""
+"""Roles are Django groups; API scopes are strings a token carries. Both are closed sets, listed here.
 
+A person without a role is read-only: every scope that writes needs a role (or, for what agents send, an agent
+identity), so such a person's tokens read and do nothing else. The scopes any active user may hold (READ_SCOPES)
+only read; `graphs:guide` is one of them: guidance is computed from the active graph and stored nowhere (its
+generative modes record their model call in the ledger, as every model call is).
+"""
+
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -20,55 +27,78 @@ SCOPES: dict[str, str] = {
     "evaluations:run": "claim replay and evaluation jobs and answer them",
     "reviews:judge": "read the review queue, propose and judge (reviewers)",
     "rubrics:read": "read rubrics and runs' rubric scores",
-    "rubrics:write": "post your own rubric assessments of runs (with evidence steps)",
+    "rubrics:write": "post your own rubric assessments of runs, with evidence steps (reviewers and operators)",
     "intents:read": "read intent candidates",
-    "intents:write": "post your own intent labels (with evidence) and vectors",
+    "intents:write": "post intent labels (with evidence) and vectors, judge candidates, analyse windows, decide "
+    "alerts (agents, reviewers and operators; each action checks its own role)",
 }
 
-# Scopes a token may carry only when its user holds the role; every other scope is open to any active user.
-SCOPE_REQUIRES_ROLE: dict[str, Role] = {
-    "reviews:judge": Role.REVIEWER,
-    "procedures:mine": Role.OPERATOR,
-    "evolutions:run": Role.OPERATOR,
+
+@dataclass(frozen=True)
+class Holders:
+    """Who may hold a scope that writes: a person with one of `roles`, and agent identities when `agents`."""
+
+    roles: frozenset[Role] = frozenset()
+    agents: bool = False
+
+    def admit(self, user) -> bool:
+        if getattr(user, "is_agent", False):
+            return self.agents
+        return any(user.has_role(role) for role in self.roles)
+
+    def describe(self) -> str:
+        names = [role.value for role in Role if role in self.roles]
+        parts = [f"the {' or '.join(names)} role"] if names else []
+        if self.agents:
+            parts.append("an agent identity")
+        return " or ".join(parts)
+
+
+_REVIEWER = frozenset({Role.REVIEWER})
+_OPERATOR = frozenset({Role.OPERATOR})
+_ASSESSORS = frozenset({Role.REVIEWER, Role.OPERATOR})
+
+# Every scope that writes, with who may hold it; every other scope only reads and is open to any active user.
+WRITE_SCOPES: dict[str, Holders] = {
+    "trajectories:write": Holders(agents=True),
+    "evaluations:run": Holders(agents=True),
+    "reviews:judge": Holders(roles=_REVIEWER),
+    "procedures:mine": Holders(roles=_OPERATOR),
+    "evolutions:run": Holders(roles=_OPERATOR),
+    "rubrics:write": Holders(roles=_ASSESSORS),
+    "intents:write": Holders(roles=_ASSESSORS, agents=True),
 }
+READ_SCOPES: frozenset[str] = frozenset(SCOPES) - frozenset(WRITE_SCOPES)
 
 # Scopes whose writes become evidence (runs, job answers): only agent identities (User.is_agent, created by
 # operators with accounts.services.agent_create) may hold them, never a person, whatever their roles.
-AGENT_SCOPES: frozenset[str] = frozenset({"trajectories:write", "evaluations:run"})
+AGENT_SCOPES: frozenset[str] = frozenset(
+    scope for scope, holders in WRITE_SCOPES.items() if holders.agents and not holders.roles
+)
 
 # Every scope that is not open to any active user: checked again at every call (api_token_authenticate).
-RESTRICTED_SCOPES: frozenset[str] = AGENT_SCOPES | frozenset(SCOPE_REQUIRES_ROLE)
+RESTRICTED_SCOPES: frozenset[str] = frozenset(WRITE_SCOPES)
 
 
 def scope_requirement(scope: str) -> str | None:
     """Who may hold `scope`, in words ("the operator role", "an agent identity"); None when any active user may."""
-    if scope in AGENT_SCOPES:
-        return "an agent identity"
-    role = SCOPE_REQUIRES_ROLE.get(scope)
-    return f"the {role} role" if role is not None else None
+    holders = WRITE_SCOPES.get(scope)
+    return holders.describe() if holders is not None else None
 
 
 def scopes_allowed_for(user) -> list[str]:
-    """The one rule for which scopes `user` may grant a token: none when inactive, role-bound ones with the role,
-    agent-only ones (AGENT_SCOPES) only to agent identities.
+    """The one rule for which scopes `user` may grant a token: none when inactive; the read scopes for any active
+    user (a person without a role gets nothing else: read-only); a scope that writes only to its holders
+    (WRITE_SCOPES: a role, or an agent identity).
 
     `user` is an accounts.User (admins and superusers hold every role, agents none); taken untyped to keep this
     module free of model imports.
     """
     if not user.is_active:
         return []
-    is_agent = bool(getattr(user, "is_agent", False))
-
-    def allowed(scope: str) -> bool:
-        if scope in AGENT_SCOPES:
-            return is_agent
-        if scope in SCOPE_REQUIRES_ROLE:
-            return user.has_role(SCOPE_REQUIRES_ROLE[scope])
-        return True
-
-    return [scope for scope in SCOPES if allowed(scope)]
+    return [scope for scope in SCOPES if scope in READ_SCOPES or WRITE_SCOPES[scope].admit(user)]
 
 
 def agent_scopes_allowed() -> list[str]:
-    """The scopes any (active) agent identity may hold: the agent-only ones and the open ones, no role-bound one."""
-    return [scope for scope in SCOPES if scope in AGENT_SCOPES or scope not in SCOPE_REQUIRES_ROLE]
+    """The scopes any (active) agent identity may hold: the read scopes and the writes open to agents."""
+    return [scope for scope in SCOPES if scope in READ_SCOPES or WRITE_SCOPES[scope].agents]

@@ -94,9 +94,11 @@ def intent_proposal_start(
     batch_size: int = DEFAULT_BATCH_SIZE,
     scheduled: bool = False,
     enqueue: bool = True,
+    source: str = "",
 ) -> IntentProposalRun:
     """Queue a proposal run over the selected stored runs (resolved into batches now); its first step is enqueued on
-    commit. ProposalRefused when the selection is empty or too large, or a parameter is out of range.
+    commit. ProposalRefused when the selection is empty or too large, or a parameter is out of range. `source`
+    keeps the selection to that source's runs (the demo's own: intents.demo).
 
     A scheduled run takes the oldest MAX_RUNS runs of a larger selection (the next schedule takes the rest)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
@@ -107,7 +109,12 @@ def intent_proposal_start(
     if len(intent) > 200:
         raise ProposalRefused("the intent filter is longer than 200 characters")
     selection = selectors.runs_for_selection(
-        window_from=window_from, window_to=window_to, intent=intent, failed_only=failed_only, only_new=only_new
+        window_from=window_from,
+        window_to=window_to,
+        intent=intent,
+        failed_only=failed_only,
+        only_new=only_new,
+        source=source,
     )
     rows = list(selection.values_list("id", "source", "external_id")[: MAX_RUNS + 1])
     if not rows:
@@ -161,6 +168,7 @@ def intent_proposal_start(
                 "failed_only": failed_only,
                 "only_new": only_new,
                 "scheduled": scheduled,
+                **({"source": source} if source else {}),
             },
         )
         if enqueue:
@@ -319,8 +327,9 @@ def intent_proposal_step(*, run_id: int, worker: str, now: datetime | None = Non
         .order_by("seq")
         .first()
     )
-    if batch is None:
-        return StepResult(_end(run, worker, Status.SUCCEEDED, _summary(run)), None, False)
+    if batch is None:  # every batch settled: a run with a failed batch has failed (its other batches' work stays)
+        status = Status.FAILED if run.batches_failed else Status.SUCCEEDED
+        return StepResult(_end(run, worker, status, _summary(run)), None, False)
     try:
         outcome = _work(run, batch, worker)
     except LeaseLost:
@@ -335,11 +344,18 @@ def intent_proposal_step(*, run_id: int, worker: str, now: datetime | None = Non
 
 
 def _summary(run: IntentProposalRun) -> str:
+    """What went wrong in a run whose batches have all settled, with the counts: the first failed batch's reason,
+    and what the others kept (their candidates are stored: each batch settles on its own)."""
     problems = []
+    if run.batches_failed:
+        seq, error = run.batches.filter(status=BatchStatus.FAILED).order_by("seq").values_list("seq", "error")[0]
+        problems.append(f"{run.batches_failed} of {run.batches_total} batches failed (batch {seq}: {error})")
     if run.batches_malformed:
         problems.append(f"{run.batches_malformed} batch(es) malformed twice")
-    if run.batches_failed:
-        problems.append(f"{run.batches_failed} batch(es) failed")
+    if problems:
+        answered = run.batches_done - run.batches_failed - run.batches_malformed
+        kept = f"{run.candidates_count} candidate{'' if run.candidates_count == 1 else 's'} kept"
+        problems.append(f"{answered} succeeded: {kept}")
     return "; ".join(problems)
 
 
@@ -354,9 +370,13 @@ class BatchOutcome:
 
 
 def _claim_batch(batch: IntentProposalBatch) -> None:
-    IntentProposalBatch.objects.filter(pk=batch.pk).update(status=BatchStatus.RUNNING, attempts=F("attempts") + 1)
+    """Another attempt: the previous one's transient error (if any) is no longer the batch's reason."""
+    IntentProposalBatch.objects.filter(pk=batch.pk).update(
+        status=BatchStatus.RUNNING, attempts=F("attempts") + 1, error=""
+    )
     batch.status = BatchStatus.RUNNING
     batch.attempts += 1
+    batch.error = ""
 
 
 def _record_rejection(batch: IntentProposalBatch, *, attempt: int, call_id: int | None, text: str, error: str) -> None:
@@ -374,8 +394,20 @@ def _record_rejection(batch: IntentProposalBatch, *, attempt: int, call_id: int 
         model_call_note_rejected_output(call_id=call_id, error=error)
 
 
+def _note_transient(batch: IntentProposalBatch, call_id: int | None, error: BaseException) -> None:
+    """A transient model error (a timeout, 429/5xx past the SDK's retries, a body that is no reply): the step is
+    retried, so keep the reason and the call on the batch now; if its claims run out, the batch fails with it."""
+    batch.error = f"{type(error).__name__}: {error}"[:4000]
+    if call_id is not None:
+        batch.model_call_ids = [*batch.model_call_ids, call_id]
+    with transaction.atomic(durable=True):
+        IntentProposalBatch.objects.filter(pk=batch.pk).update(error=batch.error, model_call_ids=batch.model_call_ids)
+
+
 def _work(run: IntentProposalRun, batch: IntentProposalBatch, worker: str) -> BatchOutcome:
     if batch.attempts >= MAX_BATCH_CLAIMS:
+        if batch.error:  # each claim's step raised a transient error (_note_transient): its retries are exhausted
+            return BatchOutcome(BatchStatus.FAILED, error=f"gave up after {batch.attempts} attempts: {batch.error}")
         return BatchOutcome(BatchStatus.FAILED, error=f"the batch was claimed {batch.attempts} times without an end")
     _claim_batch(batch)
     stored = selectors.batch_runs(batch)
@@ -395,6 +427,7 @@ def _work(run: IntentProposalRun, batch: IntentProposalBatch, worker: str) -> Ba
             response = recorded.complete(request)
         except ModelError as error:
             if isinstance(error, OSError):
+                _note_transient(batch, recorded.last_call.pk if recorded.last_call else None, error)
                 raise
             if recorded.last_call is not None:
                 call_ids.append(recorded.last_call.pk)
@@ -546,6 +579,20 @@ def client_source(actor: Actor) -> str:
     return f"client:{actor.user.pk}" if actor.user is not None else "client:system"
 
 
+def _require_poster(actor: Actor) -> None:
+    """Labels and vectors come from agents, reviewers and operators (and the system); a person without a role only
+    reads. The API's scope intents:write says the same (accounts.roles); this holds for every caller."""
+    user = actor.user
+    if user is None:
+        return
+    if not user.is_active or not (user.is_agent or user.may_draft_intents):  # reviewers and operators
+        raise InputRejected(
+            "posting intent labels and vectors needs the reviewer or operator role, or an agent identity",
+            code="forbidden",
+            status=403,
+        )
+
+
 @dataclass(frozen=True)
 class SubmitResult:
     created: list[str]
@@ -569,7 +616,9 @@ def _evidence_ids(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def intent_candidates_submit(*, actor: Actor, rows: Sequence[Any]) -> SubmitResult:
     """A client's own labeled intents, validated exactly as model output (spec §2.3) against the stored runs they
     cite. InputRejected (422) names the first bad item; nothing is written then. Candidates this client posted
-    before are reported as existing and left as they were."""
+    before are reported as existing and left as they were. Evidence must cite production runs (an evaluation run
+    is unknown here: intents.selectors.runs_by_trajectory_ids)."""
+    _require_poster(actor)
     if not isinstance(rows, list | tuple) or not rows:
         raise InputRejected("intents must be a non-empty list", details={"index": None})
     if len(rows) > MAX_CLIENT_CANDIDATES:
@@ -638,7 +687,9 @@ def client_embedder_name(actor: Actor, name: str) -> str:
 def intent_vectors_submit(*, actor: Actor, embedder: str, items: Sequence[Mapping[str, Any]]) -> VectorsResult:
     """A client's own vectors for texts under its own embedder name. All of one embedder's vectors share one
     dimension count; each (text, embedder) is stored once and never changed. InputRejected: 422 for a bad name,
-    vector or dimension count, 409 for a text stored before with a different vector; nothing is written then."""
+    vector or dimension count, 409 for a text stored before with a different vector, 403 for a person without a
+    role; nothing is written then."""
+    _require_poster(actor)
     if not isinstance(embedder, str) or not EMBEDDER_NAME.match(embedder):
         raise InputRejected(
             "the embedder name must be 1 to 80 letters, digits, dots, dashes or underscores", details={"index": None}

@@ -376,8 +376,19 @@ class DraftResult:
     plan: Plan
 
 
-def _decided(exclude: set[str]) -> tuple[list[Decided], dict[str, list[IntentCandidateRecord]]]:
-    """Candidates (not yet in the taxonomy) whose judgments reach the thresholds, with every copy's record."""
+def _sealed(user, judgments: Iterable[IntentJudgment], records: Mapping[str, list[IntentCandidateRecord]]) -> set[str]:
+    """The candidate ids (among `records`) `user` may still judge and has not: to them, what the others decided is
+    sealed, so their preview leaves it out. Nothing is sealed to someone who cannot judge."""
+    if user is None or not getattr(user, "is_reviewer", False):
+        return set()
+    judged = {j.candidate.candidate_id for j in judgments if j.reviewer_id == user.pk}
+    posted = {cid for cid, rows in records.items() if any(r.submitted_by_id == user.pk for r in rows)}
+    return set(records) - judged - posted
+
+
+def _decided(exclude: set[str], *, blind_for=None) -> tuple[list[Decided], dict[str, list[IntentCandidateRecord]]]:
+    """Candidates (not yet in the taxonomy) whose judgments reach the thresholds, with every copy's record; with
+    `blind_for`, those sealed to that user (_sealed) are left out."""
     judged = (
         IntentJudgment.objects.exclude(candidate__candidate_id__in=exclude)
         .select_related("candidate")
@@ -389,6 +400,7 @@ def _decided(exclude: set[str]) -> tuple[list[Decided], dict[str, list[IntentCan
     for record in IntentCandidateRecord.objects.filter(candidate_id__in=ids).order_by("id"):
         records[record.candidate_id].append(record)
     summaries = summarize([r for rows in records.values() for r in rows], judgments)
+    sealed = _sealed(blind_for, judgments, records)
     decided = [
         Decided(
             candidate_id=cid,
@@ -397,7 +409,7 @@ def _decided(exclude: set[str]) -> tuple[list[Decided], dict[str, list[IntentCan
             run_ids=tuple(_runs(records[cid])),
         )
         for cid, summary in summaries.items()
-        if summary.accepted
+        if summary.accepted and cid not in sealed
     ]
     return decided, records
 
@@ -406,12 +418,14 @@ def _runs(records: Iterable[IntentCandidateRecord]) -> set[int]:
     return {int(row["run_id"]) for record in records for row in record.evidence if row.get("run_id")}
 
 
-def taxonomy_preview() -> Plan:
-    """What a draft would hold now (no write): for the taxonomy page."""
+def taxonomy_preview(viewer=None) -> Plan:
+    """What a draft would hold now (no write), as `viewer` may see it: for the taxonomy page. Candidates `viewer`
+    may still judge are left out (the others' verdicts on them are sealed until theirs); the draft itself holds
+    every decided candidate."""
     version = active_version()
     active = version.intents if version else []
     placed = {cid for row in active for cid in row.get("candidate_ids", [])}
-    decided, _ = _decided(placed)
+    decided, _ = _decided(placed, blind_for=viewer)
     try:
         return plan_draft(active, decided)
     except Invalid:

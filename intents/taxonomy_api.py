@@ -194,8 +194,8 @@ def _judgments_out(request: HttpRequest, record: IntentCandidateRecord) -> dict:
     auth=READ,
     response={200: IntentQueueOut, 401: Error, 403: Error},
     summary="The intent candidates waiting for your judgment (reviewers; empty for others)",
-    description="Candidates whose novelty alert was promoted to review come first, then the oldest. Each item says "
-    "how many judgments it has, never what they say.",
+    description="Candidates whose novelty alert was promoted to review come first, then the oldest. Nothing of "
+    "others' judgments is given, not even how many: they wait for yours.",
 )
 def judging_queue(request: HttpRequest):
     page = taxonomy_selectors.review_queue_for(request.user)
@@ -206,7 +206,6 @@ def judging_queue(request: HttpRequest):
             "normalized": row.normalized,
             "kind": row.kind,
             "evidence": row.evidence,
-            "judgment_count": row.judgment_count,
             "promoted_alert": bool(getattr(row, "promoted_alert", False)),
         }
         for row in page.rows

@@ -72,7 +72,10 @@ class IntentJudgmentOut(Schema):
 
 class CandidateJudgmentsOut(Schema):
     candidate_id: str
-    count: int
+    count: int | None = Field(
+        description="how many judgments it has; null to a reviewer who may still judge it and has not: "
+        "until their own is recorded they see nothing of the others', not even how many"
+    )
     mine: IntentJudgmentOut | None
     judgments: list[IntentJudgmentOut] | None = Field(
         description="every judgment once yours is recorded (or the candidate is in the active taxonomy); else null"
@@ -85,7 +88,6 @@ class IntentQueueItemOut(Schema):
     normalized: str
     kind: str
     evidence: list[dict[str, Any]]
-    judgment_count: int
     promoted_alert: bool
 
 

@@ -35,7 +35,7 @@ def _taxonomy_page(request: HttpRequest, *, error: str = "", form: dict | None =
     number = int_or_none(request.GET.get("version"), max_digits=9)
     page = taxonomy_selectors.taxonomy_page(request.user, number=number)
     can_draft = request.user.may_draft_intents
-    preview = taxonomy.taxonomy_preview() if can_draft else None
+    preview = taxonomy.taxonomy_preview(request.user) if can_draft else None
     versions = [
         {
             "version": v,
@@ -53,6 +53,7 @@ def _taxonomy_page(request: HttpRequest, *, error: str = "", form: dict | None =
         "can_draft": can_draft,
         "preview": preview,
         "active_intents": page.active.intents if page.active else [],
+        "awaiting": taxonomy_selectors.awaiting_count(request.user) if can_draft else 0,
         "error": error,
         "form": form or {},
         "history_url": reverse("reviews:history", args=[taxonomy.KIND, page.taxonomy.slug]) if page.taxonomy else "",
@@ -87,40 +88,72 @@ def draft_view(request: HttpRequest) -> HttpResponse:
 
 
 # --- the intent review queue -----------------------------------------------------------------------------------------
-def _queue_page(request: HttpRequest, *, error: str = "", status: int = 200) -> HttpResponse:
-    page = taxonomy_selectors.review_queue_for(request.user)
+QUEUE = "intents/taxonomy/queue.html"
+
+
+def _queue_url(candidate_pk: int | None) -> str:
+    url = reverse("intents:taxonomy_queue")
+    return f"{url}?candidate={candidate_pk}" if candidate_pk else url
+
+
+def _queue_page(
+    request: HttpRequest,
+    *,
+    focus: int | None = None,
+    error: str = "",
+    done: str = "",
+    form: dict | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The queue with one candidate reviewed inline (`focus`, else the first waiting); htmx gets the review part
+    only (`queue.html#review`: the list, the candidate with its evidence, your recent judgments)."""
+    page = taxonomy_selectors.review_queue_for(request.user, focus=focus)
     context = {
         "rows": [(row, KIND_BADGES.get(row.kind, "badge-unknown")) for row in page.rows],
         "total": page.total,
         "intents": page.intents,
         "recent": page.recent,
+        "focus": page.focus,
+        "kind_badges": KIND_BADGES,
         "error": error,
+        "done": done,
+        "form": form or {},
         "verdicts": taxonomy.Verdict,
+        "queue_url": reverse("intents:taxonomy_queue"),
     }
-    return render(request, "intents/taxonomy/queue.html", context, status=status)
+    response = render(request, f"{QUEUE}#review" if request.htmx else QUEUE, context, status=status)
+    if request.htmx and page.focus is not None and status < 400:
+        response["HX-Push-Url"] = _queue_url(page.focus.candidate.pk)  # Back and reload keep the candidate
+    return response
 
 
 @login_required
 def review_queue_view(request: HttpRequest) -> HttpResponse:
-    return _queue_page(request)
+    return _queue_page(request, focus=int_or_none(request.GET.get("candidate"), max_digits=18))
 
 
 @login_required
 @require_POST
 def judge_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Judge a candidate, then move on to the next one (`next`, the candidate after it when the page was shown)."""
     candidate = taxonomy_selectors.candidate_for(request.user, pk)
     verdict = request.POST.get("verdict", "")
+    following = int_or_none(request.POST.get("next"), max_digits=18)
+    form = {"comment": request.POST.get("comment", ""), "merge_target": request.POST.get("merge_target", "")}
     try:
         judgment = taxonomy.intent_judgment_submit(
             actor=Actor.of_request(request),
             candidate=candidate,
             verdict=verdict,
-            merge_target=request.POST.get("merge_target", ""),
-            comment=request.POST.get("comment", ""),
+            merge_target=form["merge_target"],
+            comment=form["comment"],
         )
     except ReviewError as exc:
         _refuse(exc)
-        return _queue_page(request, error=exc.message, status=exc.status)
+        return _queue_page(request, focus=candidate.pk, error=exc.message, form=form, status=exc.status)
     target = f" into {judgment.merge_target}" if judgment.merge_target else ""
-    messages.success(request, f"Judged “{candidate.intent}”: {judgment.verdict}{target}.")
-    return redirect("intents:taxonomy_queue")
+    done = f"Judged “{candidate.intent}”: {judgment.verdict}{target}."
+    if request.htmx:
+        return _queue_page(request, focus=following, done=done)
+    messages.success(request, done)
+    return redirect(_queue_url(following))

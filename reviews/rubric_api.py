@@ -1,5 +1,6 @@
-"""/api/v1/rubrics: rubrics and runs' scores (scope rubrics:read) and a client's own assessments of a run with
-evidence (rubrics:write). Refusals are the services' (reviews.errors → the Error body); nothing partial is written."""
+"""/api/v1/rubrics: rubrics and runs' scores (scope rubrics:read; blinded as on the run page: reviews.rubric_selectors)
+and a reviewer's or operator's own assessments of a production run with evidence (rubrics:write, a scope of those
+roles only). Refusals are the services' (reviews.errors → the Error body); nothing partial is written."""
 
 from __future__ import annotations
 
@@ -76,7 +77,12 @@ def rubric_list(request: HttpRequest):
 
 
 @router.get(
-    "/runs/{run_id}/scores", auth=scoped(READ), response={200: RunScoresOut, **ERRORS}, summary="A run's scores"
+    "/runs/{run_id}/scores",
+    auth=scoped(READ),
+    response={200: RunScoresOut, **ERRORS},
+    summary="A run's scores",
+    description="Blinded: to a reviewer or operator, a production run's score under a version is listed only once "
+    "they have assessed the run under it themselves (sealed scores are left out).",
 )
 def run_scores(request: HttpRequest, run_id: Id):
     if not services.run_model().objects.filter(pk=run_id).exists():
@@ -89,7 +95,8 @@ def run_scores(request: HttpRequest, run_id: Id):
     auth=scoped(WRITE),
     response={201: ScoreOut, **ERRORS},
     summary="Post your own assessments of a run (one per dimension; a new one replaces yours)",
-    description="version_id defaults to the active version of the rubric of the run's intent. 422 "
+    description="Reviewers and operators (the scope rubrics:write is theirs only). version_id defaults to the active "
+    "version of the rubric of the run's intent. 409 `evaluation_run` for a live replay's run. 422 "
     "`invalid_assessment` names the bad item in details {index, dimension_id}; nothing is written then.",
 )
 def assess(request: HttpRequest, run_id: Id, body: AssessmentsIn):

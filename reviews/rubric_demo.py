@@ -7,7 +7,10 @@ The version stays a candidate with an open promotion request proposed by otto: i
 rubric has no measured gate, so activating it takes two approvals and an admin override), and the run pages show
 its scores meanwhile (they use the newest version while none is active).
 
-The jobs run in this process, not on a worker. Idempotent: what is stored already is left alone.
+The jobs run in this process, not on a worker. Idempotent: what is stored already is left alone. Bounded to the
+demo (issue 24): only the demo's runs are judged and assessed, only a proposal job over demo runs is worked, and only
+a rubric version proposed from demo runs is used and proposed; a rubric of the same key that someone else proposed
+from their own runs is left alone.
 """
 
 from __future__ import annotations
@@ -107,11 +110,24 @@ def _run_ids(external_ids) -> dict[str, int]:
     return dict(rows.values_list("external_id", "pk"))
 
 
+def _from_demo_runs(run_ids) -> bool:
+    """True when `run_ids` names runs and none of them is another source's (runs deleted since do not count)."""
+    others = rubrics.run_model().objects.filter(pk__in=list(run_ids)).exclude(source=DEMO_SOURCE)
+    return bool(run_ids) and not others.exists()
+
+
 def _version(*, actor: Actor, result: DemoRubric) -> RubricVersion | None:
     rubric = Rubric.objects.filter(key=rubrics.intent_key(RUBRIC_KEY)).first()
     if rubric is None or not rubric.versions.exists():
-        for job in RubricJob.objects.filter(kind=RubricJobKind.PROPOSE, status__in=RUBRIC_JOB_OPEN, lease_owner=""):
-            rubrics.rubric_propose_run(job_id=job.pk, worker=WORKER)
+        open_jobs = RubricJob.objects.filter(
+            kind=RubricJobKind.PROPOSE,
+            status__in=RUBRIC_JOB_OPEN,
+            lease_owner="",
+            rubric__key=rubrics.intent_key(RUBRIC_KEY),
+        )
+        for job in open_jobs:  # a proposal an earlier seeding started and did not finish
+            if _from_demo_runs(job.example_run_ids):
+                rubrics.rubric_propose_run(job_id=job.pk, worker=WORKER)
         rubric = Rubric.objects.filter(key=rubrics.intent_key(RUBRIC_KEY)).first()
     if rubric is None or not rubric.versions.exists():
         examples = _run_ids(EXAMPLE_RUNS)
@@ -129,7 +145,11 @@ def _version(*, actor: Actor, result: DemoRubric) -> RubricVersion | None:
         result.proposed_now = True
         rubric = job.result_version.rubric
     result.rubric = rubric
-    return rubrics.version_in_use(rubric)
+    version = rubrics.version_in_use(rubric)
+    if version is not None and not _from_demo_runs(version.source_run_ids):
+        result.note = f"the {rubric.key} rubric in use (v{version.number}) was not proposed from the demo runs"
+        return None
+    return version
 
 
 def _judge(*, actor: Actor, version: RubricVersion, run_id: int) -> bool:
@@ -200,7 +220,7 @@ def seed_demo_rubrics(*, users: dict[str, User]) -> DemoRubric:
     return result
 
 
-@demo_seeder("rubrics", after=("runs", "intents"))
+@demo_seeder("rubrics", after=("intents",), needs=("users", "runs"))
 def seed_demo_rubrics_step(ctx: SeedContext) -> str:
     """The seed_demo step (config.demo_seeding): one summary line."""
     result = seed_demo_rubrics(users=ctx.users)

@@ -96,6 +96,11 @@ class RubricAssessmentRow(models.Model):
     )
     judge_name = models.CharField(max_length=120, blank=True)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # Made without sight of anyone else's scores: true for a model judge (its prompt holds the run and the rubric
+    # only) and for a person's first assessment of the run (nothing of others' is shown to them before it); false
+    # once they could have seen them; null for people's assessments made before this was recorded. Agreement counts
+    # only blind ratings.
+    blind = models.BooleanField(null=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

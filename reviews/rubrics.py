@@ -1,5 +1,5 @@
-"""Every write of rubrics: proposals by the model, judging by K model judges, people's (and API clients') own
-assessments, the cached score, and the jobs' leases.
+"""Every write of rubrics: proposals by the model, judging by K model judges, reviewers' and operators' own
+assessments (from the pages or with a token; each recorded blind or not), the cached score, and the jobs' leases.
 
 Model calls run in Celery tasks outside any transaction (each recorded in the ModelCall ledger by
 RecordedChatModel); what they produce is written afterwards in one durable transaction with its audit event. A
@@ -103,6 +103,17 @@ def run_model():
     return RubricScoreRow._meta.get_field("run").related_model
 
 
+def production_runs():
+    """The runs agents sent in from their work: trajectories' own `production()`, which leaves out the runs a live
+    replay made (source `waymark-evaluation`). Rubric proposals, judging started by people, people's assessments
+    and agreement read only these; the replay gate's rubric floor alone judges evaluation runs."""
+    return run_model().objects.production()
+
+
+def is_production(run_id: int) -> bool:
+    return production_runs().filter(pk=run_id).exists()
+
+
 def run_view(run) -> RunView:
     return RunView(
         pk=run.pk,
@@ -122,9 +133,16 @@ def run_view(run) -> RunView:
     )
 
 
-def load_run(run_id: int | None) -> RunView:
-    run = run_model().objects.prefetch_related("steps").filter(pk=run_id).first() if run_id else None
+def load_run(run_id: int | None, *, production: bool = False) -> RunView:
+    """The run as the cores see it; with `production`, Conflict `evaluation_run` for a run a live replay made."""
+    runs = production_runs() if production else run_model().objects.all()
+    run = runs.prefetch_related("steps").filter(pk=run_id).first() if run_id else None
     if run is None:
+        if production and run_id and run_model().objects.filter(pk=run_id).exists():
+            raise Conflict(
+                f"run {run_id} is an evaluation run (a live replay's): only production runs are judged and assessed",
+                code="evaluation_run",
+            )
         raise NotFound(f"no run {run_id}", code="unknown_run")
     return run_view(run)
 
@@ -245,13 +263,13 @@ def rubric_version_add(
 
 
 def example_run_ids(key: str, *, limit: int = DEFAULT_EXAMPLES) -> list[int]:
-    """The newest runs whose declared intent normalizes to `key` (successful ones first), at most `limit`."""
-    Run = run_model()
-    labels = Run.objects.exclude(intent="").values_list("intent", flat=True).distinct().order_by()
+    """The newest production runs whose declared intent normalizes to `key` (successful ones first), at most
+    `limit`."""
+    labels = production_runs().exclude(intent="").values_list("intent", flat=True).distinct().order_by()
     matching = sorted({label for label in labels if intent_key(label) == key})
     if not matching:
         return []
-    rows = Run.objects.filter(intent__in=matching).order_by("-id").values_list("pk", "outcome")[: limit * 4]
+    rows = production_runs().filter(intent__in=matching).order_by("-id").values_list("pk", "outcome")[: limit * 4]
     ordered = sorted(rows, key=lambda row: (row[1] != "success", -row[0]))
     return [pk for pk, _ in ordered[:limit]]
 
@@ -266,8 +284,14 @@ def rubric_propose_start(
     rubric = rubric_ensure(actor=actor, key=key, label=label)
     if run_ids:
         ids = sorted({int(pk) for pk in run_ids})[:MAX_EXAMPLES]
-        found = set(run_model().objects.filter(pk__in=ids).values_list("pk", flat=True))
+        found = set(production_runs().filter(pk__in=ids).values_list("pk", flat=True))
         if missing := [pk for pk in ids if pk not in found]:
+            if run_model().objects.filter(pk=missing[0]).exists():
+                raise Conflict(
+                    f"run {missing[0]} is an evaluation run (a live replay's): rubrics learn from production runs",
+                    code="evaluation_run",
+                    details={"run_ids": missing},
+                )
             raise NotFound(f"no run {missing[0]}", code="unknown_run", details={"run_ids": missing})
     else:
         ids = example_run_ids(rubric.key, limit=limit)
@@ -283,12 +307,12 @@ def rubric_propose_start(
 
 
 def rubric_judge_start(*, actor: Actor, run_id: int, version_id: int, judges: int = DEFAULT_JUDGES) -> RubricJob:
-    """Queue judging of one run under one rubric version by `judges` model judges (a Celery task)."""
+    """Queue judging of one production run under one rubric version by `judges` model judges (a Celery task)."""
     _require_actor(actor, "judging a run with models")
     if isinstance(judges, bool) or not isinstance(judges, int) or not 1 <= judges <= MAX_JUDGES:
         raise Invalid(f"between 1 and {MAX_JUDGES} judges", code="invalid_judges")
     version = _version(version_id)
-    run = load_run(run_id)
+    run = load_run(run_id, production=True)
     with transaction.atomic(durable=True):
         if RubricJob.objects.filter(kind=RubricJobKind.JUDGE, run_id=run.pk, status__in=RUBRIC_JOB_OPEN).exists():
             raise Conflict("this run is already being judged", code="already_judging")
@@ -415,8 +439,9 @@ def rubric_propose_run(*, job_id: int, worker: str | None = None) -> RubricJob |
     except MalformedModelOutput as error:
         _fail(job, worker, f"the model's rubric was rejected twice: {error}", log)
         return RubricJob.objects.get(pk=job.pk)
-    except ModelError as error:
-        _fail(job, worker, f"the model did not answer: {error}", log)
+    except ModelError as error:  # no reply, or one that is not an answer: the ledger row has its diagnostics
+        log.append(_no_answer(model, "rubric", error, log))
+        _fail(job, worker, f"the model gave no answer: {type(error).__name__}: {error}", log)
         return RubricJob.objects.get(pk=job.pk)
     actor = Actor(user=job.requested_by) if job.requested_by_id else Actor.system()
     version, _ = rubric_version_add(
@@ -495,9 +520,10 @@ def rubric_judge_run(*, job_id: int, worker: str | None = None) -> RubricJob | N
             assessments, call_id = _ask_with_one_retry(
                 model, request, lambda text: parse_assessment_reply(run, rubric, text), log, name
             )
-        except (MalformedModelOutput, ModelError) as error:
-            if isinstance(error, ModelError):
-                log.append({"who": name, "attempt": 0, "call": None, "error": f"no reply: {error}"})
+        except MalformedModelOutput:
+            continue
+        except ModelError as error:  # this judge adds nothing; the others still judge
+            log.append(_no_answer(model, name, error, log))
             continue
         try:
             _replace_assessments(
@@ -509,6 +535,7 @@ def rubric_judge_run(*, job_id: int, worker: str | None = None) -> RubricJob | N
                 kind=RaterKind.MODEL,
                 judge_name=name,
                 model_call_id=call_id,
+                blind=True,  # a judge's prompt holds the run and the rubric, never another rater's score
                 on_written=partial(_keep_progress, job, worker, log),
             )
         except LeaseLost:
@@ -518,10 +545,26 @@ def rubric_judge_run(*, job_id: int, worker: str | None = None) -> RubricJob | N
         if accepted:
             _finish(job, worker, status=RubricJobStatus.SUCCEEDED, attempts_log=log, error="")
         else:
-            _finish(
-                job, worker, status=RubricJobStatus.FAILED, attempts_log=log, error="every judge's reply was rejected"
-            )
+            _finish(job, worker, status=RubricJobStatus.FAILED, attempts_log=log, error=_no_judge_reason(log))
     return RubricJob.objects.get(pk=job.pk)
+
+
+def _no_answer(model: RecordedChatModel, who: str, error: ModelError, log: list[dict]) -> dict:
+    """The log entry of a call that gave no answer (unreachable, rate-limited, or a reply that is not one), naming
+    its ledger row, where the diagnostics are."""
+    call_id = model.last_call.pk if model.last_call else None
+    attempt = 1 + sum(entry["who"] == who for entry in log)  # after a rejected reply, the retry gave no answer
+    return {"who": who, "attempt": attempt, "call": call_id, "error": f"no answer: {type(error).__name__}: {error}"}
+
+
+def _no_judge_reason(log: list[dict]) -> str:
+    """Why a judging job that accepted nothing failed: the first judge that gave no answer says why, else every
+    reply was rejected."""
+    missing = [entry for entry in log if entry["error"].startswith("no answer: ")]
+    if missing:
+        first = missing[0]
+        return f"no judge's assessments were accepted: {first['who']} gave {first['error']}"
+    return "every judge's reply was rejected"
 
 
 # --- assessments and the score ---------------------------------------------------------------------------------------
@@ -571,12 +614,17 @@ def _replace_assessments(
     user: User | None = None,
     judge_name: str = "",
     model_call_id: int | None = None,
+    blind: bool | None = None,
     on_written: Callable[[], None] | None = None,
 ) -> RubricScoreRow:
     """One transaction: the rater's assessments of these dimensions replace their earlier ones; score recomputed;
-    `on_written` runs inside it (a judging job records its progress there)."""
+    `on_written` runs inside it (a judging job records its progress there). A person's `blind` (None) is decided
+    here, from what they could see: blind when they had assessed this run under no version of its rubric (the
+    others' scores are shown to a person only after their own, reviews.rubric_selectors)."""
     dimensions = [a.dimension_id for a in assessments]
     with transaction.atomic(durable=True):
+        if blind is None:
+            blind = not _has_assessed(user, run.pk, version)
         before = list(
             RubricAssessmentRow.objects.filter(
                 run_id=run.pk, version=version, rater=rater, dimension_id__in=dimensions
@@ -600,6 +648,7 @@ def _replace_assessments(
                     user=user,
                     judge_name=judge_name,
                     model_call_id=model_call_id,
+                    blind=blind,
                 )
                 for a in assessments
             ]
@@ -615,12 +664,23 @@ def _replace_assessments(
             after={
                 "version": version.pk,
                 "rater": rater,
+                "blind": blind,
                 "scores": {a.dimension_id: a.score for a in assessments},
                 "overall": score.overall,
                 "required_failures": score.required_failures,
             },
         )
     return score
+
+
+def _has_assessed(user: User | None, run_id: int, version: RubricVersion) -> bool:
+    """Whether `user` had assessed the run under any version of this rubric: from then on its scores were theirs to
+    see, so what they assess next is not blind."""
+    if user is None:
+        return False
+    return RubricAssessmentRow.objects.filter(
+        run_id=run_id, user=user, rater_kind=RaterKind.PERSON, version__rubric_id=version.rubric_id
+    ).exists()
 
 
 def validate_items(run: RunView, rubric: TrajectoryRubric, items: Sequence[Mapping[str, Any]]) -> tuple:
@@ -653,15 +713,16 @@ def validate_items(run: RunView, rubric: TrajectoryRubric, items: Sequence[Mappi
 def rubric_assessment_submit(
     *, actor: Actor, run_id: int, version_id: int, items: Sequence[Mapping[str, Any]]
 ) -> RubricScoreRow:
-    """A person's (page) or a client's (API token) own assessments of a run: one per person per dimension (a new
-    one replaces theirs), evidence steps checked against the run, nothing written unless every item is valid."""
+    """A reviewer's or operator's own assessments of a production run, from the page or with a token: one per
+    person per dimension (a new one replaces theirs), evidence steps checked against the run, nothing written unless
+    every item is valid. Whether it was made blind is recorded with it (_replace_assessments)."""
     user = active_user(actor)
     if user is None:
         raise NotAllowed("assessing a run needs an active user", code="not_allowed")
-    if actor.token is None and not user.may_assess:
+    if not user.may_assess:
         raise NotAllowed("assessing a run needs the reviewer or operator role", code="not_a_reviewer")
     version = _version(version_id)
-    run = load_run(run_id)
+    run = load_run(run_id, production=True)
     if version.status == RubricVersionStatus.RETIRED:
         raise Conflict(f"rubric v{version.number} is retired; assess under the active version", code="retired")
     assessments = validate_items(run, rubric_core(version), items)

@@ -10,7 +10,10 @@ from tests.factories import user_with
 
 pytestmark = pytest.mark.django_db
 
-OPEN_SCOPES = sorted(set(SCOPES) - {"reviews:judge", "procedures:mine", "evolutions:run"} - AGENT_SCOPES)
+# What a person without a role may grant: the scopes that only read (issue 24: the read-only role writes nothing).
+OPEN_SCOPES = sorted(
+    ["trajectories:read", "graphs:read", "graphs:guide", "procedures:read", "rubrics:read", "intents:read"]
+)
 
 
 def test_the_three_role_groups_exist_after_migrate():
@@ -35,12 +38,14 @@ def test_a_user_without_a_role_may_grant_only_the_open_scopes(viewer):
 
 
 def test_reviews_judge_needs_the_reviewer_role(reviewer):
-    assert sorted(scopes_allowed_for(reviewer)) == sorted([*OPEN_SCOPES, "reviews:judge"])
+    assert sorted(scopes_allowed_for(reviewer)) == sorted(
+        [*OPEN_SCOPES, "reviews:judge", "rubrics:write", "intents:write"]
+    )
 
 
 def test_procedures_mine_needs_the_operator_role():
     assert sorted(scopes_allowed_for(user_with(Role.OPERATOR))) == sorted(
-        [*OPEN_SCOPES, "procedures:mine", "evolutions:run"]
+        [*OPEN_SCOPES, "procedures:mine", "evolutions:run", "rubrics:write", "intents:write"]
     )
 
 
