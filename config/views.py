@@ -8,6 +8,7 @@ from django.shortcuts import render
 
 from . import dashboard as dashboard_selectors
 from .celery import app as celery_app
+from .health_start import is_starting
 from .heartbeat import worker_state
 
 
@@ -22,7 +23,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
     503 when the database, the broker or the cache is down: this web process cannot do its work, so a load balancer
     should take it out of rotation. A stale or unknown worker heartbeat answers 200 with status "degraded": pages and
     the ingest API still work (tasks wait in the queue), and restarting web processes would not bring a worker back;
-    alert on the worker check instead.
+    alert on the worker check instead. Just after the web process started, before a worker stamped a heartbeat, the
+    status is "starting" (config.health_start), not "degraded".
     """
     checks: dict[str, dict] = {}
     try:
@@ -56,6 +58,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
         status = "down"
     elif checks["worker"]["ok"]:
         status = "ok"
+    elif is_starting(checks["worker"]):
+        status = "starting"
     else:
         status = "degraded"
     return JsonResponse({"status": status, "checks": checks}, status=200 if serving else 503)

@@ -2,5 +2,8 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from config.health_start import note_web_started
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 application = get_wsgi_application()
+note_web_started()  # /healthz says "starting" until a worker stamps its heartbeat (config.health_start)

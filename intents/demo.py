@@ -2,8 +2,8 @@
 
 Everything goes through the real services, with the scripted stand-in model when no model key is set:
 
-1. otto (operator) proposes intents for every run no proposal covered yet; the batches run in this process (no
-   worker needed), as graphs.evolution.demo.run_inline does for evolution rounds.
+1. otto (operator) proposes intents for every demo run no proposal covered yet; the batches run in this process
+   (no worker needed), as graphs.evolution.demo.run_inline does for evolution rounds.
 2. rita and rob (reviewers) judge a few of those candidates valid; otto drafts taxonomy v1 and proposes it, rita
    and rob approve it, so it is active. Then both merge a hindsight candidate of a failed refund run into the
    refund intent and disagree on the abandoned order-status run (left undecided); v2 is drafted and approved the
@@ -14,6 +14,10 @@ Everything goes through the real services, with the scripted stand-in model when
    bounded around the seeded rows); the second raises the novelty alert. A drift report compares them.
 
 Idempotent: each part looks at what is stored and does only what is missing, so a second run writes nothing.
+Bounded to the demo (issue 24): it proposes for the demo source's runs only, works only proposal runs over demo
+runs, judges only candidates of demo runs, drafts a taxonomy version only when every change in it is one the demo
+scripts (VALID_RUNS, MERGE_RUN), and analyses a window only when every candidate in it is the demo's; the user's
+runs, proposals, candidates and judgments are never read into the demo, however many there are.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+
+from django.db.models import Exists, OuterRef, QuerySet
 
 from accounts.services import Actor
 from config.demo_seeding import SeedContext, demo_seeder
@@ -30,9 +36,25 @@ from trajectories.demo import DEMO_SOURCE
 
 from . import selectors, services, windows
 from .core import normalize_intent
-from .models import IntentCandidateRecord, IntentJudgment, IntentProposalRun, IntentTaxonomy, TaxonomyVersion
-from .taxonomy import KIND, active_version, intent_judgment_submit, taxonomy_draft, taxonomy_preview, taxonomy_propose
+from .models import (
+    IntentBatchRun,
+    IntentCandidateRecord,
+    IntentJudgment,
+    IntentProposalRun,
+    IntentTaxonomy,
+    TaxonomyVersion,
+)
+from .taxonomy import (
+    KIND,
+    Plan,
+    active_version,
+    intent_judgment_submit,
+    taxonomy_draft,
+    taxonomy_preview,
+    taxonomy_propose,
+)
 from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
+from .windows import WindowRefused
 
 if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
     from accounts.models import User
@@ -67,6 +89,10 @@ def trajectory_id(external_id: str) -> str:
     return f"{DEMO_SOURCE}:{external_id}"
 
 
+# Every demo trajectory id starts so, quotes included, in a candidate's evidence stored as JSON text.
+DEMO_EVIDENCE = f'"{DEMO_SOURCE}:'
+
+
 @dataclass
 class DemoIntents:
     proposal: IntentProposalRun | None = None
@@ -95,26 +121,69 @@ def run_inline(run: IntentProposalRun, *, worker: str = WORKER, max_steps: int =
     return run
 
 
+def demo_proposals(runs: QuerySet[IntentProposalRun]) -> QuerySet[IntentProposalRun]:
+    """The proposal runs of `runs` over demo runs only: one of their runs at least is a demo run, none is not."""
+    members = IntentBatchRun.objects.filter(batch__run=OuterRef("pk"))
+    return runs.filter(
+        Exists(members.filter(trajectory_run__source=DEMO_SOURCE)),
+        ~Exists(members.exclude(trajectory_run__source=DEMO_SOURCE)),
+    )
+
+
 def seed_proposals(*, actor: Actor) -> tuple[IntentProposalRun | None, bool]:
-    """Finish any open proposal run nobody holds, then propose for the runs no proposal covered yet."""
-    for run in IntentProposalRun.objects.filter(status__in=IntentProposalRun.OPEN, lease_owner=""):
+    """Finish an open demo proposal run nobody holds (an earlier seeding stopped in it), then propose for the demo
+    runs no proposal covered yet."""
+    for run in demo_proposals(IntentProposalRun.objects.filter(status__in=IntentProposalRun.OPEN, lease_owner="")):
         run_inline(run)
     created = False
-    if selectors.runs_for_selection(only_new=True).exists():
-        started = services.intent_proposal_start(actor=actor, only_new=True, batch_size=BATCH_SIZE, enqueue=False)
+    if selectors.runs_for_selection(only_new=True, source=DEMO_SOURCE).exists():
+        started = services.intent_proposal_start(
+            actor=actor, only_new=True, source=DEMO_SOURCE, batch_size=BATCH_SIZE, enqueue=False
+        )
         run_inline(started)
         created = True
-    latest = IntentProposalRun.objects.filter(status=IntentProposalRun.Status.SUCCEEDED).order_by("-id").first()
-    return latest, created
+    succeeded = IntentProposalRun.objects.filter(status=IntentProposalRun.Status.SUCCEEDED)
+    return demo_proposals(succeeded).order_by("-id").first(), created
 
 
 # -- 2. the reviewed taxonomy -----------------------------------------------------------------------------------------
-def _model_candidate(external_id: str, kind: str) -> IntentCandidateRecord | None:
-    wanted = trajectory_id(external_id)
-    for record in IntentCandidateRecord.objects.filter(source=IntentCandidateRecord.MODEL_SOURCE, kind=kind):
-        if {row["trajectory_id"] for row in record.evidence} == {wanted}:
-            return record
-    return None
+def demo_candidates() -> QuerySet[IntentCandidateRecord]:
+    """Candidates whose evidence names a demo run (the model's, and the demo agent's labels)."""
+    return IntentCandidateRecord.objects.filter(evidence__icontains=DEMO_EVIDENCE)
+
+
+class ModelCandidates:
+    """The model's candidates of the demo runs, read once (one query): by kind and run, the newest whose evidence
+    is that one run."""
+
+    def __init__(self) -> None:
+        self.by_run: dict[tuple[str, str], IntentCandidateRecord] = {}
+        self.rows = list(demo_candidates().filter(source=IntentCandidateRecord.MODEL_SOURCE).order_by("-id"))
+        for record in self.rows:
+            ids = {row.get("trajectory_id") for row in record.evidence}
+            if len(ids) == 1:
+                self.by_run.setdefault((record.kind, ids.pop()), record)
+
+    def get(self, external_id: str, kind: str) -> IntentCandidateRecord | None:
+        return self.by_run.get((kind, trajectory_id(external_id)))
+
+    def planned(self) -> set[str]:
+        """The candidate ids the demo's own taxonomy is drafted from: the declared candidates of VALID_RUNS and the
+        hindsight candidate of MERGE_RUN."""
+        records = [self.get(run, "declared") for run in VALID_RUNS] + [self.get(MERGE_RUN, "hindsight")]
+        return {record.candidate_id for record in records if record is not None}
+
+
+def changes_only(plan: Plan, planned: set[str]) -> bool:
+    """True when the draft `plan` changes something and every change places one of the `planned` candidates: the
+    demo never drafts (nor has rita and rob approve) a version holding a candidate someone judged themselves, the
+    user's own or one of the demo's that the tour invites them to judge."""
+    ids = set()
+    for change in plan.changes:
+        if change["change"] not in ("added", "merged"):
+            return False
+        ids.update(change.get("candidate_ids") or [change.get("candidate_id")])
+    return bool(ids) and ids <= planned
 
 
 def _judge(reviewer: User, record: IntentCandidateRecord | None, verdict: str, target: str = "", comment: str = ""):
@@ -147,17 +216,18 @@ def _intent_named(version: TaxonomyVersion, label: str) -> str:
     return next((row["intent_id"] for row in version.intents if row["normalized"] == key), "")
 
 
-def seed_taxonomy(*, users: dict[str, User]) -> tuple[int, int]:
+def seed_taxonomy(*, users: dict[str, User], candidates: ModelCandidates | None = None) -> tuple[int, int]:
     """Judgments by rita and rob and the versions they approve; (judgments written, versions drafted)."""
     rita, rob, otto = users["rita"], users["rob"], users["otto"]
     judged = drafted = 0
     if not (rita.is_reviewer and rob.is_reviewer and (otto.is_operator or otto.is_reviewer)):
         return judged, drafted  # demo users whose roles were changed: no reviewed taxonomy
+    candidates = candidates or ModelCandidates()
     for external_id in VALID_RUNS:
-        record = _model_candidate(external_id, "declared")
+        record = candidates.get(external_id, "declared")
         judged += _judge(rita, record, "valid") + _judge(rob, record, "valid")
     if active_version() is None:
-        if not taxonomy_preview().changes:
+        if not changes_only(taxonomy_preview(), candidates.planned()):
             return judged, drafted
         result = taxonomy_draft(actor=Actor(user=otto))
         drafted += result.created
@@ -170,13 +240,13 @@ def seed_taxonomy(*, users: dict[str, User]) -> tuple[int, int]:
     active = active_version()
     target = _intent_named(active, MERGE_INTO) if active else ""
     if target:
-        hindsight = _model_candidate(MERGE_RUN, "hindsight")
+        hindsight = candidates.get(MERGE_RUN, "hindsight")
         comment = "The same request seen from its failure: one refund intent."
         judged += _judge(rita, hindsight, "merge", target, comment) + _judge(rob, hindsight, "merge", target, comment)
-    split = _model_candidate(SPLIT_RUN, "declared")
+    split = candidates.get(SPLIT_RUN, "declared")
     judged += _judge(rita, split, "invalid", comment="The customer left after one lookup: no intent is shown.")
     judged += _judge(rob, split, "valid", comment="Asking where an order is, as declared.")
-    if active is not None and taxonomy_preview().changes:
+    if active is not None and changes_only(taxonomy_preview(), candidates.planned()):
         result = taxonomy_draft(actor=Actor(user=otto))
         drafted += result.created
         _activate(
@@ -209,20 +279,18 @@ def seed_agent_labels(*, actor: Actor) -> int:
 
 
 # -- 4. windows, novelty and drift ------------------------------------------------------------------------------------
-def demo_windows(*, agent: Actor) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime]] | None:
-    """The two windows around the seeded candidates: from the first model candidate to the first of the agent's
-    labels, then to a second after its last. None until both exist."""
-    labels = IntentCandidateRecord.objects.filter(source=services.client_source(agent))
+def demo_windows(
+    *, agent: Actor, candidates: ModelCandidates | None = None
+) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime]] | None:
+    """The two windows around the seeded candidates: from the first model candidate of the demo runs to the first
+    of the agent's labels, then to a second after its last. None until both exist."""
+    labels = demo_candidates().filter(source=services.client_source(agent))
     first_label = labels.order_by("created_at").values_list("created_at", flat=True).first()
     last_label = labels.order_by("-created_at").values_list("created_at", flat=True).first()
-    first_model = (
-        IntentCandidateRecord.objects.filter(source=IntentCandidateRecord.MODEL_SOURCE, created_at__lt=first_label)
-        .order_by("created_at")
-        .values_list("created_at", flat=True)
-        .first()
-        if first_label
-        else None
-    )
+    if first_label is None:
+        return None
+    rows = (candidates or ModelCandidates()).rows
+    first_model = min((row.created_at for row in rows if row.created_at < first_label), default=None)
     if first_model is None:
         return None
     start = first_model.replace(microsecond=0)
@@ -230,24 +298,46 @@ def demo_windows(*, agent: Actor) -> tuple[tuple[datetime, datetime], tuple[date
     return (start, first_label), (first_label, end)
 
 
-def _analysis(*, actor: Actor, bounds: tuple[datetime, datetime]) -> tuple[WindowAnalysis, bool]:
+def only_demo_candidates_in(start: datetime, end: datetime, *, agent: Actor) -> bool:
+    """True when every candidate stored in [start, end) is the model's or the demo agent's, of demo runs."""
+    stored = IntentCandidateRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+    ours = demo_candidates().filter(
+        source__in=(IntentCandidateRecord.MODEL_SOURCE, services.client_source(agent)),
+        created_at__gte=start,
+        created_at__lt=end,
+    )
+    return not stored.exclude(pk__in=ours.values("pk")).exists()
+
+
+def _analysis(*, actor: Actor, agent: Actor, bounds: tuple[datetime, datetime]) -> tuple[WindowAnalysis | None, bool]:
+    """The demo's analysis of one window, made now when missing; None when the window holds others' candidates
+    too (the demo analyses only its own) or the service refuses it."""
     start, end = bounds
     existing = (
         WindowAnalysis.objects.filter(window_start=start, window_end=end, created_by=actor.user).order_by("id").first()
     )
     if existing is not None:
         return existing, False
-    return windows.window_analyze(actor=actor, start=start, end=end), True
+    if not only_demo_candidates_in(start, end, agent=agent):
+        return None, False
+    try:
+        return windows.window_analyze(actor=actor, start=start, end=end), True
+    except WindowRefused:
+        return None, False
 
 
-def seed_windows(*, operator: Actor, agent: Actor) -> tuple[tuple[WindowAnalysis, ...], int, DriftReport | None, bool]:
-    bounds = demo_windows(agent=agent)
+def seed_windows(
+    *, operator: Actor, agent: Actor, candidates: ModelCandidates | None = None
+) -> tuple[tuple[WindowAnalysis, ...], int, DriftReport | None, bool]:
+    bounds = demo_windows(agent=agent, candidates=candidates)
     if bounds is None:
         return (), 0, None, False
     made = 0
     analyses = []
     for window in bounds:
-        analysis, created = _analysis(actor=operator, bounds=window)
+        analysis, created = _analysis(actor=operator, agent=agent, bounds=window)
+        if analysis is None:
+            return tuple(analyses), made, None, False
         analyses.append(analysis)
         made += created
     before, after = analyses
@@ -260,10 +350,13 @@ def seed_demo_intents(*, users: dict[str, User], agent: Actor | None = None) -> 
     agent = agent or operator
     result = DemoIntents()
     result.proposal, result.proposed_now = seed_proposals(actor=operator)
-    result.judgments_now, result.versions_now = seed_taxonomy(users=users)
+    candidates = ModelCandidates()  # the one read of the model's candidates of demo runs
+    result.judgments_now, result.versions_now = seed_taxonomy(users=users, candidates=candidates)
     result.taxonomy = active_version()
     result.agent_candidates_now = seed_agent_labels(actor=agent)
-    result.analyses, result.analyses_now, result.drift, result.drift_now = seed_windows(operator=operator, agent=agent)
+    result.analyses, result.analyses_now, result.drift, result.drift_now = seed_windows(
+        operator=operator, agent=agent, candidates=candidates
+    )
     result.alerts = NoveltyAlert.objects.filter(analysis__in=result.analyses).count()
     return result
 
@@ -272,7 +365,7 @@ def _now_or_there(now: bool) -> str:
     return "created" if now else "already there"
 
 
-@demo_seeder("intents", after=("runs", "reviews"))
+@demo_seeder("intents", after=("reviews",), needs=("users", "runs"))
 def seed_demo_intents_step(ctx: SeedContext) -> str:
     """The seed_demo step (config.demo_seeding): one summary line."""
     result = seed_demo_intents(users=ctx.users, agent=ctx.agent_actor)

@@ -53,7 +53,7 @@ def seed_demo_reviews(*, actor: Actor, proposer: User) -> list[str]:
     return lines
 
 
-@demo_seeder("reviews", after=("procedures", "graphs"))
+@demo_seeder("reviews", after=("procedures", "graphs"), needs=("users",))
 def seed_demo_reviews_step(ctx: SeedContext) -> str:
     """The seed_demo step (config.demo_seeding): otto proposes, rita and rob (and admin) can judge."""
     return "reviews: " + "; ".join(seed_demo_reviews(actor=ctx.actor, proposer=ctx.users["otto"]))

@@ -12,6 +12,7 @@ from django.utils import timezone
 from accounts.demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
 from accounts.models import ApiToken, AuditEvent, User
 from accounts.services import api_token_authenticate
+from tests.demo_data import assert_the_users_runs_were_left_alone, push_user_runs
 from trajectories.models import Run, Step
 
 
@@ -134,3 +135,145 @@ def test_a_demo_token_of_an_older_seed_owned_by_a_person_is_replaced(db, var_dir
     assert legacy.revoked_at is not None
     token = api_token_authenticate((var_dir / DEMO_TOKEN_FILENAME).read_text().strip())
     assert token.user.username == "demo-agent" and "evaluations:run" in token.scopes
+
+
+# --- the user's data: seeding touches only the demo's own runs and never fails because of them (issue 24) -----------
+
+
+def test_it_seeds_the_demo_with_6000_of_the_users_runs_stored(db, var_dir):
+    from intents.models import IntentProposalRun
+    from reviews.models import PromotionRequest
+
+    push_user_runs(6000)
+
+    output = seed()
+
+    assert "failed" not in output
+    assert Run.objects.filter(source="demo-support-agent").count() == 36
+    (proposal,) = IntentProposalRun.objects.all()
+    assert proposal.status == IntentProposalRun.Status.SUCCEEDED and proposal.runs_total == 36
+    assert set(PromotionRequest.objects.values_list("kind", flat=True)) >= {
+        "procedure_version",
+        "graph_revision",
+        "rubric_version",
+    }
+    assert_the_users_runs_were_left_alone()
+    client = Client()
+    assert client.login(username="rita", password=DEMO_PASSWORD)
+    for page in ("/", "/trajectories/", "/intents/", "/reviews/"):
+        assert client.get(page).status_code == 200, page
+
+
+def every_table() -> dict[str, int]:
+    """Rows per model of every installed app: what "changes nothing" is measured on."""
+    from django.apps import apps
+
+    return {model._meta.label: model._default_manager.count() for model in apps.get_models()}
+
+
+def seed_with_errors() -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("seed_demo", stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_seeding_again_after_the_user_deleted_the_demo_runs_completes(db, var_dir):
+    from intents.window_models import DriftReport, NoveltyAlert, WindowAnalysis
+
+    seed()
+    push_user_runs(300)
+    for rows in (DriftReport.objects.all(), NoveltyAlert.objects.all(), WindowAnalysis.objects.all()):
+        rows.delete()
+    Run.objects.filter(source="demo-support-agent").delete()
+
+    output, errors = seed_with_errors()
+
+    assert "failed" not in output and errors == ""
+    assert Run.objects.filter(source="demo-support-agent").count() == 36
+    assert WindowAnalysis.objects.count() == 2 and DriftReport.objects.count() == 1
+    assert_the_users_runs_were_left_alone()
+    client = Client()
+    assert client.login(username="otto", password=DEMO_PASSWORD)
+    for page in ("/", "/trajectories/", "/procedures/", "/intents/", "/reviews/", "/graphs/"):
+        assert client.get(page).status_code == 200, page
+
+
+def test_seeding_twice_with_the_users_runs_stored_changes_nothing_the_second_time(db, var_dir):
+    seed()
+    push_user_runs(300)
+    seed()
+    first = every_table()
+
+    output = seed()
+
+    assert every_table() == first
+    assert "failed" not in output
+    assert_the_users_runs_were_left_alone()
+
+
+@pytest.fixture
+def failing_seeder(monkeypatch):
+    """Replace one registered seeder's step by one that raises."""
+    from dataclasses import replace
+
+    from config import demo_seeding
+
+    demo_seeding.demo_seeders()  # every app's demo module imported: the registry is complete
+
+    def fail(name: str) -> None:
+        def boom(ctx):
+            raise RuntimeError(f"the {name} seeder broke")
+
+        monkeypatch.setitem(demo_seeding._registry, name, replace(demo_seeding._registry[name], step=boom))
+
+    return fail
+
+
+def test_a_seeder_that_raises_does_not_stop_the_others(db, var_dir, failing_seeder):
+    from procedures.models import ProcedureVersion
+    from reviews.models import PromotionRequest
+
+    failing_seeder("graphs")
+
+    output, errors = seed_with_errors()  # no exception: the command exits 0
+
+    assert "graphs: failed (RuntimeError: the graphs seeder broke)" in output
+    assert "Traceback" in errors and "demo seeder 'graphs' failed" in errors and "the graphs seeder broke" in errors
+    assert "Demo seeders that failed: graphs" in output
+    assert Run.objects.filter(source="demo-support-agent").count() == 36  # the seeders before it ran
+    assert ProcedureVersion.objects.exists()  # and those after it
+    assert PromotionRequest.objects.filter(kind="procedure_version").exists()
+    assert "intents: proposal run" in output and "rubrics: refund request" in output
+    assert "Demo logins" in output
+
+
+def test_a_seeder_whose_input_failed_skips_with_a_message(db, var_dir, failing_seeder):
+    from graphs.models import Workspace
+
+    failing_seeder("runs")
+
+    output, errors = seed_with_errors()
+
+    assert "runs: failed (RuntimeError: the runs seeder broke)" in output
+    for dependent in ("procedures", "intents", "rubrics"):
+        assert f"{dependent}: skipped (needs runs, which did not finish)" in output
+    assert "Demo seeders that failed: runs (skipped: procedures, intents, rubrics)" in output
+    assert Workspace.objects.filter(slug="two-hop-qa").exists()  # graphs needs no runs
+    assert errors.count("Traceback") == 1
+
+
+def test_with_a_model_key_set_seeding_still_calls_no_provider(db, var_dir, settings, monkeypatch):
+    """The demo is the scripted one, key or not: seeding never bills a provider (issue 25, item 5)."""
+    from llm.adapters import anthropic as adapter
+    from llm.models import ModelCall
+
+    settings.ANTHROPIC_API_KEY = "sk-test-not-used"
+
+    def no_provider(*args, **kwargs):
+        raise AssertionError("seed_demo called the provider")
+
+    monkeypatch.setattr(adapter.AnthropicChatModel, "complete", no_provider)
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out, stderr=io.StringIO())
+    assert "failed" not in out.getvalue(), out.getvalue()
+    assert ModelCall.objects.exists() and not ModelCall.objects.exclude(model_id__startswith="scripted").exists()

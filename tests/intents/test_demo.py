@@ -141,3 +141,58 @@ def test_the_intents_and_review_pages_link_every_intents_page(seeded):
         for url in ('"/intents/candidates/"', '"/intents/taxonomy/"', '"/intents/windows/"', '"/reviews/rubrics/"'):
             assert f"href={url}" in html, (page, url)
     assert 'id="novelty-alerts"' in client.get("/reviews/").content.decode()
+
+
+# --- the user's own proposals and judgments (issue 24) ---------------------------------------------------------------
+def test_seeding_leaves_the_users_proposals_and_judgments_alone(seeded):
+    from accounts.roles import Role
+    from accounts.services import Actor
+    from intents.demo import run_inline
+    from intents.services import intent_proposal_start
+    from intents.taxonomy import intent_judgment_submit, taxonomy_preview
+    from tests.demo_data import push_user_runs
+    from tests.factories import user_with
+
+    ursula = Actor(user=user_with(Role.OPERATOR, username="ursula"))
+    push_user_runs(12, intents=("track_parcel",))
+    theirs = run_inline(intent_proposal_start(actor=ursula, only_new=True, enqueue=False))
+    assert theirs.runs_total == 12  # the demo runs were covered by the demo's proposal
+    record = IntentCandidateRecord.objects.filter(batch__run=theirs, kind="declared").order_by("id").first()
+    for name in ("rhea", "ron"):  # the user's own reviewers accept one of their candidates
+        intent_judgment_submit(
+            actor=Actor(user=user_with(Role.REVIEWER, username=name)), candidate=record, verdict="valid"
+        )
+    waiting = intent_proposal_start(actor=ursula, intent="track_parcel", enqueue=False)  # for their worker
+    before = totals()
+
+    call_command("seed_demo", stdout=io.StringIO())
+
+    assert totals() == before  # no version drafted from their judgments, no proposal worked or started
+    waiting.refresh_from_db()
+    assert waiting.status == IntentProposalRun.Status.QUEUED and waiting.batches_done == 0
+    assert [change["change"] for change in taxonomy_preview().changes] == ["added"]  # still theirs to draft
+
+
+def test_candidates_judged_on_the_tour_are_left_for_the_user_to_draft(seeded):
+    """The tour invites the reader to judge the waiting candidates (as rita and rob) and draft version 3: seeding
+    again before they draft must not draft and approve it for them."""
+    from accounts.models import User
+    from accounts.services import Actor
+    from intents.taxonomy import intent_judgment_submit, taxonomy_preview
+
+    judged = set(IntentJudgment.objects.values_list("candidate__candidate_id", flat=True))
+    waiting = (
+        IntentCandidateRecord.objects.filter(source="model", kind="hindsight")
+        .exclude(candidate_id__in=judged)
+        .order_by("id")
+        .first()
+    )
+    for name in ("rita", "rob"):
+        intent_judgment_submit(actor=Actor(user=User.objects.get(username=name)), candidate=waiting, verdict="valid")
+    assert taxonomy_preview().changes
+    versions = TaxonomyVersion.objects.count()
+
+    call_command("seed_demo", stdout=io.StringIO())
+
+    assert TaxonomyVersion.objects.count() == versions
+    assert taxonomy_preview().changes  # still theirs to draft

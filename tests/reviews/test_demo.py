@@ -29,3 +29,23 @@ def test_the_demo_leaves_an_open_request_per_kind_for_the_reviewers(settings, tm
     call_command("seed_demo", stdout=out)
     assert PromotionRequest.objects.filter(kind__in=DEMO_KINDS).count() == 2
     assert "reviews: procedure_version: already there; graph_revision: already there" in out.getvalue()
+
+
+def test_a_refund_rubric_proposed_from_someone_elses_runs_is_left_alone(settings, tmp_path, operator):
+    from accounts.services import Actor
+    from reviews.rubric_models import RubricAssessmentRow, RubricVersion
+    from reviews.rubrics import rubric_propose_run, rubric_propose_start
+    from tests.demo_data import push_user_runs
+
+    settings.VAR_DIR = tmp_path
+    examples = push_user_runs(5, intents=("refund_request",))[:4]
+    job = rubric_propose_start(actor=Actor(user=operator), key="refund_request", run_ids=examples)
+    rubric_propose_run(job_id=job.pk, worker="test")  # (its task is enqueued on a commit the test never makes)
+    (theirs,) = RubricVersion.objects.all()
+    out = io.StringIO()
+
+    call_command("seed_demo", stdout=out)
+
+    assert "rubrics: none (the refund request rubric in use (v1) was not proposed from the demo runs)" in out.getvalue()
+    assert not PromotionRequest.objects.filter(kind="rubric_version").exists()
+    assert not RubricAssessmentRow.objects.filter(version=theirs).exists()

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from accounts.demo import DEMO_PASSWORD
-from accounts.models import AuditEvent
+from accounts.models import AuditEvent, User
 from llm.models import ModelCall
 from reviews import rubric_selectors
 from reviews.models import PromotionRequest, PromotionStatus
@@ -93,7 +93,8 @@ def test_the_run_page_of_a_judged_run_shows_its_rubric_score(seeded):
     html = client.get(f"/trajectories/{run.pk}/").content.decode()
     assert f'<strong id="rubric-overall">{score.overall:.2f}</strong>' in html
     assert "step-evidence" in html and "rita" in html
-    (listed,) = rubric_selectors.attach_rubric_scores([run])  # what the runs list shows
+    vera = User.objects.get(username="vera")
+    (listed,) = rubric_selectors.attach_rubric_scores([run], viewer=vera)  # what the runs list shows her
     assert listed.rubric_score.overall == score.overall
 
 
@@ -112,3 +113,13 @@ def test_every_rubric_page_answers_a_read_only_teammate(seeded):
         assert client.get(url).status_code == 200, url
     agreement = client.get(f"/reviews/rubrics/{rubric.pk}/agreement/").content.decode()
     assert "rita" in agreement
+
+
+def test_the_demos_people_assessed_blind_so_agreement_leaves_none_out(seeded):
+    rubric = Rubric.objects.get()
+    vera = User.objects.get(username="vera")
+    report = rubric_selectors.agreement_for(vera, rubric, rubric.versions.order_by("-number").first())
+    assert report.not_blind == 0 and not report.own_runs_only
+    assert set(RubricAssessmentRow.objects.filter(rater_kind="person").values_list("blind", flat=True)) == {True}
+    alpha = {dimension.dimension_id: dimension.alpha for dimension in report.dimensions}
+    assert alpha["task_completed"] > alpha["policy_followed"]  # the tour's figures: high, then low
