@@ -273,8 +273,29 @@ def queue_for(user, *, kind: str = "") -> list[PromotionRequest]:
         row.active_lease = leases.get(row.pk)
         row.counts_visible = counts_visible(user, row, judged=row.judged_by_me)
         row.shown_status = shown_status(row, counts_visible=row.counts_visible)
+        row.needs_override = row.gate_passing is not True and not row.is_overridden
     label_rows(rows)
     return rows
+
+
+def held_by_others(user, *, kind: str = "") -> list[QueueLease]:
+    """The live leases other reviewers hold on pending requests still waiting for `user`'s judgment (not proposed
+    or overridden by them, not judged by them), soonest to run out first, with request and holder (one query): why
+    "take the next item" found nothing free."""
+    require_member(user)
+    if not user.may_judge:
+        return []
+    leases = (
+        QueueLease.objects.filter(expires_at__gt=timezone.now(), request__status__in=PENDING_STATUSES)
+        .exclude(holder=user.pk)
+        .exclude(request__proposer=user.pk)
+        .exclude(request__override_by=user.pk)
+        .exclude(request__judgments__reviewer=user.pk)
+        .select_related("request", "holder")
+    )
+    if kind:
+        leases = leases.filter(request__kind=kind)
+    return list(leases.order_by("expires_at", "id"))
 
 
 def history_for(user, *, kind: str, parent_key: str) -> list[PromotionRequest]:

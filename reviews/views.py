@@ -2,6 +2,9 @@
 
 Anonymous and inactive users are sent to the login page; reads are open to every active user; writes need roles
 (the services answer NotAllowed → 403, other refusals re-render the page with the message and its status).
+Verdicts are given on the item page only (the queue's Approve leads there; reviews.js asks to confirm every action
+there, the forms post as they are without JavaScript); a verdict then opens the next item waiting for the reviewer,
+taken from the queue like "take the next item", and a queue with nothing free says which items others hold.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import time_format
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
@@ -22,10 +27,11 @@ from django.views.decorators.http import require_POST
 from accounts.services import Actor
 from config.parsing import int_or_none
 
-from . import activations, registry, selectors, services, webhooks
+from . import activations, registry, rubric_selectors, selectors, services, webhooks
 from .errors import Invalid, NotAllowed, ReviewError
-from .models import PromotionRequest, PromotionStatus, WebhookEvent
+from .models import PromotionRequest, PromotionStatus, QueueLease, WebhookEvent
 from .registry import signed, significant
+from .rubric_promotable import KIND as RUBRIC_KIND
 
 
 def _next_url(request: HttpRequest, fallback: str) -> str:
@@ -65,19 +71,53 @@ def next_view(request: HttpRequest) -> HttpResponse:
         _refuse(exc)
         raise
     if item is None:
-        messages.info(request, "Nothing is waiting for your judgment.")
+        messages.info(request, _nothing_free(request.user, kind=request.POST.get("kind", "")[:64]))
         return redirect("reviews:queue")
     return redirect("reviews:item", pk=item.pk)
 
 
+def _nothing_free(user, *, kind: str = "", other: bool = False) -> str:
+    """Why the queue has nothing for `user` now: nothing waits, or what waits is held by other reviewers (whom, and
+    until when: a lease runs out after a few minutes). `other`: said right after a verdict ("nothing else")."""
+    nothing = "Nothing else" if other else "Nothing"
+    held = selectors.held_by_others(user, kind=kind)
+    if not held:
+        return f"{nothing} is waiting for your judgment."
+    shown = "; ".join(_held_text(lease) for lease in held[:3])
+    if len(held) == 1:
+        return f"{nothing} is free for you now: 1 item waits for your judgment, but another reviewer holds it: {shown}."
+    more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+    return (
+        f"{nothing} is free for you now: {len(held)} items wait for your judgment, but other reviewers hold them: "
+        f"{shown}{more}."
+    )
+
+
+def _held_text(lease: QueueLease) -> str:
+    until = time_format(timezone.localtime(lease.expires_at), "H:i")
+    return f"“{lease.request.title}” by {lease.holder.username} until {until}"
+
+
 # --- item ------------------------------------------------------------------------------------------------------------
-def _diff(request: HttpRequest, item: PromotionRequest) -> tuple[str, bool]:
-    """The kind's comparison rendered (an autoescaped template), and whether it draws graphs with Mermaid."""
+def _diff(request: HttpRequest, item: PromotionRequest) -> tuple[str, bool, str]:
+    """The kind's comparison rendered (an autoescaped template), whether it draws graphs with Mermaid, and its
+    counts in one line when the kind gives them (a graph's nodes and edges added, removed, changed)."""
     try:
         view = registry.get_kind(item.kind).diff(item.candidate_id, item.replaces_id)
     except LookupError:
-        return "", False
-    return mark_safe(render_to_string(view.template, view.context, request)), bool(view.context.get("drawings"))
+        return "", False, ""
+    html = mark_safe(render_to_string(view.template, view.context, request))
+    return html, bool(view.context.get("drawings")), _counts_line(view.context.get("counts"))
+
+
+def _counts_line(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return ""
+    parts = []
+    for what in ("nodes", "edges"):
+        changes = ", ".join(f"{counts.get(f'{what}_{c}', 0)} {c}" for c in ("added", "removed", "changed"))
+        parts.append(f"{what} {changes}")
+    return "; ".join(parts)
 
 
 def _describe(item: PromotionRequest) -> registry.Description | None:
@@ -114,14 +154,62 @@ def _metric_rows(gate: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _still_needed(view: selectors.PromotionView) -> str:
+    """What a pending request still needs before it is applied, as the viewer may know it: approvals (how many are
+    missing only for whoever may see counts) and the gate (passing, overridden, or an admin's override to come)."""
+    item = view.request
+    if not item.is_pending:
+        return ""
+    required = item.required_approvals
+    plural = "s" if required != 1 else ""
+    why = "it has no measured gate" if item.gate_passing is None else "its gate fails"
+    override = f"an admin's override with a written reason, as {why}"
+    if view.status == PromotionStatus.APPROVED:  # enough approvals: only the gate is missing
+        return f"It has its {required} approval{plural} and waits for {override}."
+    if view.counts_visible and view.approvals:
+        missing = max(required - view.approvals, 0)
+        approvals = f"Open: it has {view.approvals} of {required} approvals and needs {missing} more"
+    else:
+        approvals = f"Open: needs {required} approval{plural}"
+    approvals += " from reviewers other than the proposer"
+    if item.is_overridden:
+        gate = f"; its gate was overridden by {item.override_by.username}"
+    elif item.gate_passing is True:
+        gate = "; its gate passes"
+    else:
+        gate = f", and {override}"
+    return f"{approvals}{gate}. One rejection closes the request."
+
+
+def _agreement(request: HttpRequest, item: PromotionRequest) -> dict[str, Any] | None:
+    """For a rubric version's request: the agreement between raters under the candidate (alpha per dimension), the
+    figure its reviewers are asked to check, with the link to the whole report."""
+    if item.kind != RUBRIC_KIND:
+        return None
+    rubric_pk, version_pk = int_or_none(item.parent_key, max_digits=11), int_or_none(item.candidate_id, max_digits=11)
+    if rubric_pk is None or version_pk is None:
+        return None
+    try:
+        rubric = rubric_selectors.rubric_for_user(request.user, rubric_pk)
+        version = rubric_selectors.version_for_user(request.user, rubric, version_pk)
+    except Http404:
+        return None
+    url = reverse("reviews:rubric_agreement", args=[rubric.pk]) + f"?version={version.pk}"
+    return {"report": rubric_selectors.agreement_for(request.user, rubric, version), "url": url}
+
+
 def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str, Any] | None = None, status=200):
     item = selectors.promotion_for_user(request.user, pk)
     view = selectors.promotion_view(request.user, item)
-    diff_html, needs_mermaid = _diff(request, item)
+    diff_html, needs_mermaid, counts_line = _diff(request, item)
     gate = item.gate_snapshot or {}
     context = {
         "item": item,
         "view": view,
+        "still_needed": _still_needed(view),
+        "override_first": view.can_override and view.can_judge,
+        "agreement": _agreement(request, item),
+        "counts_line": counts_line,
         "kind_label": _kind_label(item.kind),
         "metrics": _metric_rows(gate),
         "cases": gate.get("cases") or [],
@@ -153,16 +241,35 @@ def judge_view(request: HttpRequest, pk: int) -> HttpResponse:
         item = services.judgment_submit(actor=Actor.of_request(request), request=item, verdict=verdict, comment=comment)
     except ReviewError as exc:
         _refuse(exc)
-        return _item_page(request, pk, error=exc.message, form={"comment": comment}, status=exc.status)
+        return _item_page(
+            request, pk, error=exc.message, form={"comment": comment, "verdict": verdict}, status=exc.status
+        )
     item = selectors.promotion_for_user(request.user, pk)  # with its labels
     if item.status == PromotionStatus.APPLIED:
         replaced = item.replaces_label or "no active version"
-        messages.success(request, f"Approved: {item.title} is now active, replacing {replaced}.")
+        done = f"Approved: {item.title} is now active, replacing {replaced}."
     elif verdict == "reject":
-        messages.success(request, f"Rejected {item.title}: a rejection closes the request.")
+        done = f"Rejected {item.title}: a rejection closes the request."
     else:
-        messages.success(request, f"Approved {item.title}.")
-    return redirect(_next_url(request, reverse("reviews:item", args=[pk])))
+        done = f"Approved {item.title}."
+    if request.POST.get("next"):
+        messages.success(request, done)
+        return redirect(_next_url(request, reverse("reviews:item", args=[pk])))
+    return _advance(request, done=done, judged=item)
+
+
+def _advance(request: HttpRequest, *, done: str, judged: PromotionRequest) -> HttpResponse:
+    """After a verdict, the next item waiting for this reviewer (taken from the queue like "take the next item"),
+    with what was done and what is next in one message; none left: back to the judged item, saying so."""
+    try:
+        following = services.queue_next(actor=Actor.of_request(request))
+    except ReviewError:
+        following = None
+    if following is None:
+        messages.success(request, f"{done} {_nothing_free(request.user, other=True)}")
+        return redirect("reviews:item", pk=judged.pk)
+    messages.success(request, f"{done} Next: {following.title}, waiting for your judgment.")
+    return redirect("reviews:item", pk=following.pk)
 
 
 @login_required

@@ -1,7 +1,10 @@
-// Review keyboard shortcuts (keys.js does the navigation): on the queue j/k move, Enter/o open, ? help; a and r do
-// nothing there. On an opened item, a (approve) and r (reject) open a confirmation dialog with the verdict and a
-// comment; its confirm button submits the page's own approve or reject form, Escape or Cancel closes it unsent.
-// Every shortcut ends in a real link, button or form on the page, so the pages work without this file.
+// The review pages' confirmations and keyboard shortcuts (keys.js does the navigation).
+// On an item, every form marked data-confirm-dialog (approve, reject, override, withdraw) asks first: submitting it,
+// by a click or by the a / r keys, opens the confirmation dialog (templates/reviews/confirm.html) with the evidence
+// summed up and the form's text field copied in. Confirm submits the form with what was typed; Cancel or Escape
+// closes it unsent and keeps the text in the form, so it is there when the dialog opens again. The queue's
+// "Approve…" leads to the item at #approve, which opens the approval's confirmation there.
+// On the queue j/k move, Enter/o open, ? help; a and r do nothing. Without this file the forms post as they are.
 (function () {
   "use strict";
   const keys = window.WaymarkKeys;
@@ -9,51 +12,68 @@
 
   const queue = keys.rowCursor("[data-queue-row]", function (row) { return row.querySelector("[data-open]"); });
 
-  // The confirmation dialog exists only on an item the user may judge (templates/reviews/shortcuts.html).
   function confirmDialog() {
     return document.getElementById("review-confirm");
   }
 
-  function pageForm(verdict) {
-    const field = document.querySelector(verdict === "approve" ? "[data-approve]" : "[data-reject-reason]");
-    return field ? field.form : null;
+  function actionForm(action) {
+    return document.querySelector('form[data-confirm-dialog="' + action + '"]');
   }
 
-  function askToConfirm(verdict) {
+  function textField(form) {
+    return form.querySelector("textarea");
+  }
+
+  function askToConfirm(action) {
     const dialog = confirmDialog();
-    const form = pageForm(verdict);
+    const form = actionForm(action);
     if (!dialog || !form) return false;
-    dialog.dataset.verdict = verdict;
-    dialog.querySelectorAll("[data-confirm-verdict]").forEach(function (el) {
-      el.hidden = el.dataset.confirmVerdict !== verdict;
+    dialog.dataset.action = action;
+    dialog.querySelectorAll("[data-confirm-for]").forEach(function (el) {
+      el.hidden = el.dataset.confirmFor !== action;
     });
+    const field = textField(form);
     const comment = dialog.querySelector("[data-confirm-comment]");
-    const pageComment = form.querySelector("textarea[name=comment]");
-    comment.value = pageComment ? pageComment.value : "";
-    comment.required = verdict === "reject";
+    dialog.querySelector("[data-confirm-field]").hidden = !field;
+    comment.value = field ? field.value : "";
+    comment.required = Boolean(field && field.required);
+    comment.disabled = !field;
     dialog.returnValue = "";
     dialog.showModal();
-    comment.focus();
+    (field ? comment : dialog.querySelector("[data-confirm-button]")).focus();
     return true;
   }
+
+  function closed(dialog) {
+    if (dialog.contains(document.activeElement)) document.activeElement.blur(); // shortcuts work again at once
+    const form = actionForm(dialog.dataset.action);
+    if (!form) return;
+    const field = textField(form);
+    if (field) field.value = dialog.querySelector("[data-confirm-comment]").value; // kept on Cancel and Escape too
+    if (dialog.returnValue !== "confirm") return;
+    form.dataset.confirmed = "1";
+    form.requestSubmit();
+  }
+
+  // A submit not confirmed yet opens the dialog instead (the browser has checked the form's required fields).
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    const action = form.dataset && form.dataset.confirmDialog;
+    if (!action || form.dataset.confirmed === "1") return;
+    if (askToConfirm(action)) event.preventDefault();
+  });
 
   // A deferred script runs once the document is parsed: set up at once rather than on DOMContentLoaded, which
   // waits for every other deferred script (Mermaid on a graph item), so a confirm clicked early is never lost.
   function setUp() {
     const dialog = confirmDialog();
-    if (dialog) {
-      dialog.addEventListener("close", function () {
-        if (dialog.contains(document.activeElement)) document.activeElement.blur();  // shortcuts work again at once
-        if (dialog.returnValue !== "confirm") return;
-        const form = pageForm(dialog.dataset.verdict);
-        if (!form) return;
-        const pageComment = form.querySelector("textarea[name=comment]");
-        if (pageComment) pageComment.value = dialog.querySelector("[data-confirm-comment]").value;
-        form.requestSubmit();
-      });
-    }
-    if (window.location.hash === "#reject") {
+    if (dialog) dialog.addEventListener("close", function () { closed(dialog); });
+    if (window.location.hash === "#approve") {
+      if (askToConfirm("approve")) history.replaceState(null, "", window.location.pathname + window.location.search);
+    } else if (window.location.hash === "#reject") {
       const reason = document.querySelector("[data-reject-reason]");
+      const folded = reason && reason.closest("details");
+      if (folded) folded.open = true; // an admin's "Judge it instead"
       if (reason) reason.focus();
     }
     const firstPending = queue.rows().findIndex(function (row) { return row.dataset.pending === "1"; });

@@ -28,9 +28,9 @@ def test_the_queue_shows_an_approve_button_to_reviewers_but_not_to_the_proposer_
     fake_kind, proposer, reviewer, viewer
 ):
     request = propose(fake_kind, proposer)
-    judge_url = reverse("reviews:judge", args=[request.pk])
+    approve_url = reverse("reviews:item", args=[request.pk]) + "#approve"  # the item, to confirm with the evidence
     page = logged_in(reviewer).get(reverse("reviews:queue"))
-    assert page.status_code == 200 and judge_url in page.content.decode()
+    assert page.status_code == 200 and approve_url in page.content.decode()
     assert "data-approve" in page.content.decode()
     for user in (proposer, viewer):
         page = logged_in(user).get(reverse("reviews:queue"))

@@ -4,6 +4,8 @@ takes them to its step."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
@@ -105,4 +107,40 @@ def test_a_run_page_shows_its_rubric_score_and_highlights_the_evidence_steps(pag
     expect(page).to_have_url(f"{page.url.split('#')[0]}#step-{FAILED_STEP}")
     expect(target).to_be_in_viewport()
     assert page.evaluate("document.querySelector(':target').id") == f"step-{FAILED_STEP}"
+    assert not errors
+
+
+def test_a_reviewer_sees_no_score_until_their_own_assessment_then_everything(page_as, reviewer):
+    """Blind annotation (issue 24): rob, a reviewer, opens a run that rita and two model judges assessed. Nothing of
+    theirs shows — no score, no rater, no reason, no highlighted evidence, no count — until he records his own."""
+    from accounts.roles import Role
+    from tests.factories import user_with
+
+    run_id, _ = assessed_run(reviewer)
+    rob = user_with(Role.REVIEWER, username="rob")
+    errors = []
+    page = page_as(rob, reverse("trajectories:detail", args=[run_id]))
+    page.on("pageerror", lambda error: errors.append(error))
+
+    panel = page.locator("#rubric")
+    expect(panel.locator("[data-rubric-sealed]")).to_be_visible()
+    expect(page.locator("#rubric-overall")).to_have_count(0)
+    for hidden in (reviewer.username, "model judge", "Checked the order", "assessment(s) by"):
+        expect(panel).not_to_contain_text(hidden)
+    expect(page.locator("ol.timeline > li.step-evidence")).to_have_count(0)
+    expect(page.locator("body")).not_to_contain_text("rubric evidence")
+
+    form = panel.locator("form.rubric-assess")
+    expect(form).to_be_visible()  # his own form, open
+    form.locator('input[name="score:task_completed"]').fill("0.4")
+    form.locator('input[name="evidence:task_completed"]').fill("3")
+    form.get_by_role("button", name="Record my assessment").click()
+
+    expect(page.locator("#rubric-overall")).to_be_visible()  # the page reloads with everything
+    expect(panel.locator("[data-rubric-sealed]")).to_have_count(0)
+    expect(panel).to_contain_text(reviewer.username)
+    expect(panel).to_contain_text("rob")
+    expect(panel).to_contain_text("model judge")
+    expect(page.locator("#step-3")).to_have_class(re.compile(r"\bstep-evidence\b"))
+    expect(page.locator(f"#step-{FAILED_STEP}")).to_have_class(re.compile(r"\bstep-evidence\b"))
     assert not errors

@@ -42,7 +42,7 @@ def test_the_run_page_shows_the_score_and_highlights_the_evidence_steps(operator
 def test_the_runs_list_has_a_rubric_column(operator, viewer, committed):  # noqa: F811
     judged(operator, committed)
     html = logged_in(viewer).get(reverse("trajectories:list")).content.decode()
-    assert "<th>Rubric</th>" in html and 'title="rubric v1"' in html
+    assert '<th scope="col" class="c-rubric num">Rubric</th>' in html and 'title="rubric v1"' in html
 
 
 def test_the_run_page_keeps_a_fixed_number_of_queries(
