@@ -2,7 +2,7 @@
 
 import logging
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
@@ -16,6 +16,7 @@ from trajectories.api import router as trajectories_router
 
 from .bodies import too_large, upload_limit
 from .busy import api_busy_response, is_database_busy
+from .error_views import GENERIC_400, SERVER_ERROR
 from .errors import ApiError
 from .text import JsonBodyParser
 
@@ -136,6 +137,27 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, "not_found", str(exc) or "not found")
 
 
+@api.exception_handler(PermissionDenied)
+def on_permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    """Django's PermissionDenied raised under an operation: the Error body's 403, never the catch-all's 500."""
+    message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "forbidden"
+    return _error(request, 403, "forbidden", message)
+
+
+@api.exception_handler(BadRequest)
+def on_bad_request(request: HttpRequest, exc: BadRequest) -> HttpResponse:
+    message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else GENERIC_400
+    return _error(request, 400, "bad_request", message)
+
+
+@api.exception_handler(SuspiciousOperation)
+def on_suspicious(request: HttpRequest, exc: SuspiciousOperation) -> HttpResponse:
+    """Django's 400 for what it refuses to read (too many fields, a bad host): its text names settings, so only the
+    generic message goes out (Django's security logger has the rest)."""
+    logger.warning("refused as suspicious: %s", exc)
+    return _error(request, 400, "bad_request", GENERIC_400)
+
+
 @api.exception_handler(OperationalError)
 def on_database_error(request: HttpRequest, exc: OperationalError) -> HttpResponse:
     if is_database_busy(exc):  # the lock stayed taken past the timeout: load, not a fault (config/busy.py)
@@ -146,7 +168,7 @@ def on_database_error(request: HttpRequest, exc: OperationalError) -> HttpRespon
 @api.exception_handler(Exception)
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("unhandled API error", exc_info=exc)
-    return _error(request, 500, "internal_error", "an unexpected error occurred; it has been logged")
+    return _error(request, 500, "internal_error", SERVER_ERROR)
 
 
 api.add_router("/trajectories", trajectories_router)

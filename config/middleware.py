@@ -12,11 +12,27 @@ LongUrlMiddleware: a URL longer than WAYMARK_MAX_URL_LENGTH characters answers t
 body under /api/), below gunicorn's own request-line limit (8190 bytes, the Procfile's --limit-request-line), so
 people see a page with the navigation that says why. Above that limit gunicorn refuses the request line itself and
 the Procfile's worker class (config.gunicorn_worker) answers with the same page.
+
+HtmxLoginMiddleware: an htmx request whose session has ended gets the login page as a whole page, never inside the
+box it would have filled: login_required's redirect to LOGIN_URL (which the browser's XHR would follow and htmx would
+swap in) becomes an `HX-Redirect` to the login page, `next` being the page the browser shows. Every htmx endpoint
+is covered at once, wherever login is required (the views' login_required, the admin).
+
+PageMethodMiddleware: a page's form posts to an address of its own (`/procedures/mine/`, `/reviews/3/judge/`); when
+the form comes back with an error, that address is left in the bar, and reopening it (or a bookmark, or a reload
+after the POST) is a GET that Django answers with an empty 405. Such a GET redirects to the page the form belongs to
+(PAGE_OF names the few whose page is not the nearest address above them); any other method a page does not take gets
+the styled 405 page. Under /api/ ninja's plain-text 405 (a method an operation's path does not take) becomes the
+Error body, with its Allow header.
 """
 
+from urllib.parse import urlencode, urlsplit
+
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect, JsonResponse
 from django.middleware.common import CommonMiddleware
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch, Resolver404, get_script_prefix, resolve, reverse
 
 from . import error_views
 
@@ -75,3 +91,95 @@ def _nul_location(request: HttpRequest) -> list[str] | None:
         if NUL in key or any(NUL in value for value in values):
             return ["query", key.replace(NUL, "\\0")]
     return None
+
+
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
+class HtmxLoginMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code not in REDIRECTS or request.META.get("HTTP_HX_REQUEST") != "true":
+            return response
+        login = resolve_url(settings.LOGIN_URL)
+        if urlsplit(response.get("Location", "")).path != login:
+            return response
+        answer = HttpResponse(status=204)
+        answer["HX-Redirect"] = f"{login}?{urlencode({'next': _shown_page(request)})}"
+        return answer
+
+
+def _shown_page(request: HttpRequest) -> str:
+    """The page to come back to after logging in: the one the browser shows (htmx's HX-Current-URL, on this site),
+    or this request's own address when it is that page with new filters (a GET of the same path, pushed to the bar);
+    the dashboard when neither is known."""
+    current = urlsplit(request.headers.get("HX-Current-URL", ""))
+    if current.netloc and current.netloc != request.get_host():
+        current = urlsplit("")
+    if request.method == "GET" and current.path == request.path:
+        return request.get_full_path()
+    if current.path:
+        return current.path + (f"?{current.query}" if current.query else "")
+    return resolve_url(settings.LOGIN_REDIRECT_URL)
+
+
+# POST-only addresses whose page is not the nearest address above them: URL name -> the page's URL name (it takes the
+# same arguments). The rubric forms of the run page post under /reviews/rubrics/runs/<id>/, whose own address is the
+# panel's htmx fragment, not a page.
+PAGE_OF = {
+    "reviews:rubric_assess": "trajectories:detail",
+    "reviews:rubric_judge": "trajectories:detail",
+}
+NOT_PAGES = {"reviews:rubric_panel"}
+
+
+def page_of(path_info: str) -> str:
+    """The address of the page a POST-only address belongs to: PAGE_OF, else the nearest address above it that is
+    a page (`/reviews/3/judge/` → `/reviews/3/`, `/intents/taxonomy/review/5/judge/` → `/intents/taxonomy/review/`),
+    else the dashboard."""
+    try:
+        match = resolve(path_info)
+    except Resolver404:
+        return ""
+    if match.view_name in PAGE_OF:
+        try:
+            return reverse(PAGE_OF[match.view_name], args=list(match.kwargs.values()))
+        except NoReverseMatch:
+            pass
+    parts = path_info.rstrip("/").split("/")
+    while len(parts) > 1:
+        parts.pop()
+        candidate = "/".join(parts) + "/"
+        try:
+            above = resolve(candidate)
+        except Resolver404:
+            continue
+        if above.view_name not in NOT_PAGES:
+            return get_script_prefix().rstrip("/") + candidate
+    return reverse("dashboard")
+
+
+class PageMethodMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code != 405 or response.streaming:
+            return response
+        allowed = response.get("Allow", "")
+        if error_views.is_api(request):  # ninja's own 405 is a line of text: the Error body instead
+            json = response.get("Content-Type", "").startswith("application/json")
+            return response if json else error_views.method_not_allowed(request, allowed=allowed)
+        if response.content:
+            return response  # a 405 page a view wrote itself is kept
+        page = page_of(request.path_info)
+        if request.method in ("GET", "HEAD") and page and page != request.path:
+            moved = HttpResponseRedirect(page)
+            if allowed:
+                moved["Allow"] = allowed  # what the address itself takes (RFC 9110 §10.2.1 allows it on any answer)
+            return moved
+        return error_views.method_not_allowed(request, allowed=allowed, page=page)

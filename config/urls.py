@@ -8,6 +8,7 @@ from .api import api
 from .step_api import API_PREFIX, step_urlpatterns
 
 # Styled error pages with the navigation (the API's Error body under /api/): config/error_views.py.
+handler400 = error_views.bad_request
 handler403 = error_views.permission_denied
 handler404 = error_views.page_not_found
 handler500 = error_views.server_error

@@ -29,7 +29,6 @@ from reviews.registry import (
 )
 
 from .core.replay import HIGHER_IS_BETTER
-from .mining import intent_key
 from .models import Procedure, ProcedureVersion, ReplayArm, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
 
 KIND = "procedure_version"
@@ -295,10 +294,11 @@ class ProcedureVersionKind(PromotableKind):
         return reverse("procedures:list")
 
     def demo_candidate(self, *, actor: Actor) -> str | None:
-        """seed_demo: the newest replayed, not yet active version (the refund procedure's first)."""
-        versions = ProcedureVersion.objects.filter(status__in=(VersionStatus.READY, VersionStatus.FAILED))
-        version = versions.filter(procedure__intent=intent_key("refund_request")).order_by("-number").first()
-        version = version or versions.order_by("-id").first()
+        """seed_demo: the refund procedure's version learnt from the demo runs, replayed and not yet active (never a
+        version mined from anyone else's runs: procedures.demo)."""
+        from .demo import demo_review_version  # (the demo module registers a seeder: imported only when seeding)
+
+        version = demo_review_version(actor=actor)
         return str(version.pk) if version else None
 
 

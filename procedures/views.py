@@ -140,6 +140,8 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
             "shown_status": page.status,
             "review": page.review,
             "rerun_form": RerunForm(),
+            # What a re-split splits anew: the runs this version was mined from (version_services._runs_of_version).
+            "split_runs": len({*version.training_run_ids, *version.held_out_run_ids}),
             # The polled fragment also replaces the page head (status) and the promotion area (Propose) out of band.
             "oob": bool(request.htmx),
         }

@@ -40,7 +40,9 @@ RANGES = (
 
 
 def filter_form_html(form: RunFilterForm, action: str) -> SafeString:
-    """The whole `<form>`: what was typed kept in every field (a bound form's data), invalid fields marked."""
+    """The whole `<form>`: what was typed kept in every field (a bound form's data), invalid fields marked. The
+    address is the state: each filtering pushes its query to the bar (htmx), and Back or Forward fills the fields
+    from it again (static/js/explorer.js)."""
     typed = form.data if form.is_bound else {}
     invalid = form.errors if form.is_bound else {}
 
@@ -77,13 +79,13 @@ def filter_form_html(form: RunFilterForm, action: str) -> SafeString:
             f'  <label>{label} <input type="text" name="{name}" value="{value(name)}" {attributes}></label>\n'
             for label, name, attributes in TEXTS
         )
-        + f'  <details class="more-filters"{opened}>\n'
+        + '  <button type="submit">Filter</button>\n'
+        f'  <a href="{action}">Clear</a>\n'
+        f'  <details class="more-filters"{opened}>\n'
         "    <summary>Time, score, duration, cost and steps</summary>\n"
         '    <div class="range-filters">\n'
         f"{ranges}"
         "    </div>\n"
         "  </details>\n"
-        '  <button type="submit">Filter</button>\n'
-        f'  <a href="{action}">Clear</a>\n'
         "</form>"
     )

@@ -1,27 +1,31 @@
-"""Trajectory pages: the explorer (search, filters, sorting, totals, keyset pages, htmx fragment, JSONL export), one
-run's page (waterfall, steps, formatted metadata) and two runs side by side."""
+"""Trajectory pages: the explorer (search, filters, sorting, totals, keyset pages, htmx fragment, the address as its
+state, the user's columns, JSONL export), one run's page (waterfall, steps, formatted metadata) and two runs side by
+side."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.http import urlencode
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_POST
 
 from config.cursors import InvalidCursor
 from reviews import rubric_selectors
 
-from . import run_markup, selectors
+from . import explorer_columns, run_markup, selectors
 from .core.align import align_tools
 from .filter_form import filter_form_html
 from .forms import RunFilterForm
 from .models import EVALUATION_SOURCE
-from .run_rows import run_rows
+from .run_rows import COLUMNS, header_row, hidden_classes, run_rows
 
 PAGE_SIZE = 25
 # The range filters, passed to RunFilters under their own names.
@@ -51,6 +55,10 @@ FILTER_FIELDS = (
 # Longer than any query string the form can produce (its max lengths, percent-encoded): refused with a message
 # before anything is parsed, well under the web server's request-line limit.
 MAX_QUERY_CHARS = 4000
+
+
+def _is_production(run) -> bool:
+    return run.source != EVALUATION_SOURCE
 
 
 def _filters(form: RunFilterForm) -> selectors.RunFilters:
@@ -115,14 +123,20 @@ def list_view(request: HttpRequest) -> HttpResponse:
         notice = " ".join(filter(None, [notice, "That page link is no longer valid; showing the first page."]))
         cursor = None
         page, totals = selectors.run_results(filters=filters, limit=PAGE_SIZE, sort=sort, totals=with_totals)
-    rubric_selectors.attach_rubric_scores(page.runs)
+    rubric_selectors.attach_rubric_scores(page.runs, viewer=request.user, production=_is_production)
     rows_html = run_rows(page.runs)
     active = _active(request, form)
+    shown = explorer_columns.shown_columns(request)
     context = {
         "form": form,
         "filter_form": filter_form_html(form, reverse("trajectories:list")),
         "page": page,
         "rows_html": rows_html,
+        "header_row": header_row(),
+        "hidden_columns": hidden_classes(shown),
+        "column_choices": [(key, label, key in shown) for key, label, _ in COLUMNS if key != "run"],
+        "columns_url": reverse("trajectories:columns"),
+        "this_url": request.get_full_path(),
         "totals": totals,
         "notice": notice,
         "kind": filters.kind,
@@ -132,8 +146,44 @@ def list_view(request: HttpRequest) -> HttpResponse:
         "export_query": urlencode(active),
         "totals_url": reverse("trajectories:totals") + (f"?{urlencode(active)}" if active else ""),
     }
-    template = "trajectories/list.html#results" if request.htmx else "trajectories/list.html"
-    return render(request, template, context)
+    # htmx asks for the results only; a history restore htmx could not serve from its cache asks for the whole page.
+    fragment = request.htmx and not request.htmx.history_restore_request
+    response = render(request, "trajectories/list.html#results" if fragment else "trajectories/list.html", context)
+    if fragment:  # the bar shows what was asked for, without the form's empty fields and defaults
+        response["HX-Push-Url"] = _address(request)
+    patch_vary_headers(response, ["HX-Request"])  # the browser's cache never answers a page with a fragment
+    return response
+
+
+# The form's values that are the defaults anyway: left out of the address pushed to the bar.
+DEFAULTS = {"kind": "production", "sort": "newest"}
+
+
+def _address(request: HttpRequest) -> str:
+    """The list's address for this request: its query without empty fields or defaults, in the order sent (the
+    address is the state that Back brings back, and the fields are filled from it: static/js/explorer.js)."""
+    kept = [(name, value) for name, value in request.GET.items() if value != "" and DEFAULTS.get(name) != value]
+    return request.path + (f"?{urlencode(kept)}" if kept else "")
+
+
+@login_required
+@require_POST
+def columns_view(request: HttpRequest) -> HttpResponse:
+    """Keep the explorer's column choice (trajectories.explorer_columns): from htmx, as each box changes (the page
+    has hidden the column already), no content; from the plain form, back to the list as it was."""
+    columns = explorer_columns.choose(request.POST.getlist("column"))
+    response = HttpResponse(status=204) if request.htmx else HttpResponseRedirect(_list_address(request))
+    explorer_columns.keep(response, request, columns)
+    return response
+
+
+def _list_address(request: HttpRequest) -> str:
+    """The `next` the chooser's form carries when it is an address of the list on this site, else the list."""
+    target = request.POST.get("next", "")
+    listed = reverse("trajectories:list")
+    if url_has_allowed_host_and_scheme(target, {request.get_host()}) and urlsplit(target).path == listed:
+        return target
+    return listed
 
 
 @login_required
@@ -174,7 +224,7 @@ def export_view(request: HttpRequest) -> HttpResponse:
 def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run, steps = selectors.run_and_steps(pk)
     waterfall = selectors.run_waterfall(run, steps)
-    rubric_panel = rubric_selectors.run_panel(request.user, run)
+    rubric_panel = rubric_selectors.run_panel(request.user, run, production=run.source != EVALUATION_SOURCE)
     context = {
         "run": run,
         "steps": steps,
@@ -183,9 +233,20 @@ def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
         "step_timeline": run_markup.step_timeline(steps, rubric_panel.evidence_steps, reverse("trajectories:list")),
         "is_evaluation": run.source == EVALUATION_SOURCE,
         "metadata_json": json.dumps(run.metadata, indent=2, ensure_ascii=False, sort_keys=True) if run.metadata else "",
+        "inferred": _inferred(run.metadata),
         "rubric_panel": rubric_panel,
     }
     return render(request, "trajectories/detail.html", context)
+
+
+def _inferred(metadata: Any) -> list[tuple[str, str]]:
+    """What an OTLP run's mapping inferred (metadata.otlp.inferred: field → where it came from), for the run page's
+    "outcome inferred from …" lines; [] for other runs."""
+    otlp = metadata.get("otlp") if isinstance(metadata, dict) else None
+    inferred = otlp.get("inferred") if isinstance(otlp, dict) else None
+    if not isinstance(inferred, dict):
+        return []
+    return [(str(field), str(source)) for field, source in sorted(inferred.items())]
 
 
 def _parse_run_id(raw: str | None) -> int | None:

@@ -47,12 +47,28 @@
     return options;
   }
 
+  // Every label keeps its slot on the x axis (30 days are 30 slots, days without runs included); the names are
+  // written from the last slot back, as many as fit, so the newest (today) is always named. Chart.js's own skipping
+  // counts from the first and may leave the newest unnamed.
+  const LABEL_SPACE = 36; // px a name needs along the axis, slanted
+
+  function xTicks(count) {
+    return {
+      autoSkip: false,
+      maxRotation: 50,
+      callback(value, index) {
+        const step = Math.max(1, Math.ceil((count * LABEL_SPACE) / Math.max(1, this.chart.width)));
+        return (count - 1 - index) % step === 0 ? this.getLabelForValue(value) : "";
+      },
+    };
+  }
+
   function scales(spec) {
     const axis = (title) => ({ title: { display: Boolean(title), text: title || "" } });
     const stacked = Boolean(spec.stacked);
     const y = { ...axis(spec.y_title), ...range(spec.y_range, [0, 1]), stacked };
     if (spec.y_integer) y.ticks = { precision: 0 };
-    const result = { x: { ...axis(spec.x_title), stacked }, y };
+    const result = { x: { ...axis(spec.x_title), stacked, ticks: xTicks(spec.labels.length) }, y };
     if (spec.series.some((series) => series.axis === "y2")) {
       result.y2 = {
         ...axis(spec.y2_title),

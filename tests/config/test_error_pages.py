@@ -81,7 +81,7 @@ def test_the_handlers_answer_json_under_the_api(rf):
     assert error_views.permission_denied(request, PermissionDenied("nope"))["Content-Type"] == "application/json"
     assert error_views.page_not_found(request, Http404("gone")).status_code == 404
     assert error_views.server_error(request).status_code == 500
-    assert b'"code": "server_error"' in error_views.server_error(request).content
+    assert b'"code": "internal_error"' in error_views.server_error(request).content
 
 
 def test_the_500_page_renders_without_a_request_or_a_database():

@@ -345,3 +345,57 @@ def test_odd_refs_cursors_and_slugs_are_answered_never_500(api_client, reader, d
     assert_error(api_client.post(f"{DEMO}/guidance", payload, token=reader), 422, "invalid_revision")
     assert_error(api_client.get(f"{BASE}/%E2%94%BB%E2%94%81/active", token=reader), 404)
     assert_error(api_client.post(f"{BASE}/{'x' * 101}/guidance", {"mode": "raw_subgraph"}, token=reader), 404)
+
+
+# -- generative guidance when the model's reply is not an answer (issue 25, item 4) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind", ["html", "not_json", "not_a_message", "empty", "max_tokens", "overloaded", "rate_limited"]
+)
+def test_a_reply_that_is_not_an_answer_is_a_503_with_retry_after_never_a_500_or_guidance(
+    api_client, reader, demo, monkeypatch, kind
+):
+    """The real Anthropic adapter behind a stand-in provider (HTTP mocked), through the per-step view and ninja."""
+    from graphs import guidance
+    from llm.recording import RecordedChatModel
+    from tests.llm.stand_in import stand_in_model
+
+    model = RecordedChatModel(stand_in_model(kind), "guidance", subject=("graphs.workspace", demo.pk))
+    monkeypatch.setattr(guidance, "guidance_model", lambda workspace_id: model)
+    payload = {"query": "Who is Alice Martin?", "steps": [{"action": "search", "observation": "Alice Martin"}]}
+    response = api_client.post(f"{DEMO}/guidance", payload, token=reader)
+    body = assert_error(response, 503, "model_unavailable")
+    assert int(response["Retry-After"]) >= 1
+    assert body["details"]["reason"] == ModelCall.objects.get().diagnostics["kind"]
+    assert body["details"]["retry_after"] == int(response["Retry-After"])
+    assert "text" not in body  # nothing of the reply is served as guidance
+    call = ModelCall.objects.get()
+    assert (call.role, call.status) == ("guidance", "failed")
+    assert call.diagnostics and call.error
+
+
+def test_a_rate_limited_provider_passes_its_retry_after_on(api_client, reader, demo, monkeypatch):
+    from graphs import guidance
+    from llm.recording import RecordedChatModel
+    from tests.llm.stand_in import StandIn, rate_limited
+
+    model = RecordedChatModel(StandIn(lambda: rate_limited(retry_after=42)).model(), "guidance")
+    monkeypatch.setattr(guidance, "guidance_model", lambda workspace_id: model)
+    response = api_client.post(f"{DEMO}/guidance", {"query": "q"}, token=reader)
+    assert_error(response, 503, "model_unavailable")
+    assert response["Retry-After"] == "42"
+
+
+def test_a_reply_cut_at_max_tokens_is_never_served_as_guidance(api_client, reader, demo, monkeypatch):
+    from graphs import guidance
+    from llm.recording import RecordedChatModel
+    from tests.llm.stand_in import StandIn, cut_at_max_tokens
+
+    cut = "Follow the edge from [search] to [read], then check the"
+    model = RecordedChatModel(StandIn(lambda: cut_at_max_tokens(cut)).model(), "guidance")
+    monkeypatch.setattr(guidance, "guidance_model", lambda workspace_id: model)
+    response = api_client.post(f"{DEMO}/guidance", {"query": "q"}, token=reader)
+    assert_error(response, 503, "model_unavailable")
+    assert cut not in response.content.decode()
+    assert ModelCall.objects.get().response_text == cut  # kept in the ledger, not served

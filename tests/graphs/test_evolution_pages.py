@@ -229,7 +229,9 @@ def test_an_operator_cancels_an_open_run_and_a_second_cancel_is_refused(operator
 
 def test_cancel_is_post_only(operator, lab):
     run = start(lab, operator)
-    assert get(operator, "evolution_cancel", "lab", run.pk).status_code == 405
+    response = get(operator, "evolution_cancel", "lab", run.pk)  # a GET cancels nothing: it opens the run's page
+    assert response.status_code == 302 and response["Location"] == f"/graphs/lab/evolutions/{run.pk}/"
+    assert response["Allow"] == "POST"
 
 
 # -- the run page -----------------------------------------------------------------------------------------------------

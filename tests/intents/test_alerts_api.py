@@ -98,7 +98,7 @@ def test_a_reviewer_dismisses_and_an_operator_promotes(api_client, make_token, r
 
 
 def test_decision_refusals_answer_with_the_error_schema_and_change_nothing(
-    api_client, make_token, viewer, reviewer, alerts
+    api_client, make_token, viewer, agent, reviewer, alerts
 ):
     hotel = alerts["book a hotel"]
     path = f"{BASE}/{hotel.pk}/decision"
@@ -106,7 +106,7 @@ def test_decision_refusals_answer_with_the_error_schema_and_change_nothing(
     write = make_token(reviewer, "intents:write")
     is_error(api_client.post(path, body), 401, "unauthorized")
     is_error(api_client.post(path, body, token=make_token(reviewer, "intents:read")), 403, "missing_scope")
-    is_error(api_client.post(path, body, token=make_token(viewer, "intents:write")), 403, "not_a_reviewer")
+    is_error(api_client.post(path, body, token=make_token(agent, "intents:write")), 403, "not_a_reviewer")
     is_error(api_client.post(f"{BASE}/999999/decision", body, token=write), 404, "not_found")
     is_error(api_client.post(path, {"decision": "promoted"}, token=write), 422, "invalid")
     is_error(api_client.post(path, {**body, "surprise": 1}, token=write), 422, "invalid")

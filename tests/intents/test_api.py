@@ -15,8 +15,9 @@ VECTORS = "/api/v1/intents/vectors"
 
 
 @pytest.fixture
-def writer(viewer, make_token):
-    return make_token(viewer, "intents:write", "intents:read")
+def writer(agent, make_token):
+    """An agent identity's token: agents post their own labels (a person without a role only reads)."""
+    return make_token(agent, "intents:write", "intents:read")
 
 
 def assert_error(response, status: int, code: str | None = None):
@@ -37,7 +38,7 @@ def test_reading_and_writing_need_a_token_with_the_scope(api_client, viewer, mak
     assert_error(api_client.post(VECTORS, {"embedder": "x", "items": []}, token=reader), 403, "missing_scope")
 
 
-def test_a_client_posts_its_own_intents_and_reads_them_back(api_client, viewer, writer):
+def test_a_client_posts_its_own_intents_and_reads_them_back(api_client, agent, writer):
     first, second = stored_runs(2)
     rows = [
         intent_row(first, "Refund an order", kind="declared"),
@@ -48,7 +49,7 @@ def test_a_client_posts_its_own_intents_and_reads_them_back(api_client, viewer, 
     body = response.json()
     assert len(body["created"]) == 2 and body["existing"] == []
     item = body["items"][0]
-    assert item["source"] == "client" and item["submitted_by"] == viewer.username
+    assert item["source"] == "client" and item["submitted_by"] == agent.username
     assert item["evidence"] == [{"run_id": first.pk, "trajectory_id": tid(first), "start": 0, "end": 1}]
     again = api_client.post(CANDIDATES, {"intents": rows}, token=writer).json()
     assert again["created"] == [] and sorted(again["existing"]) == sorted(body["created"])
@@ -100,17 +101,17 @@ def test_the_body_shape_is_checked(api_client, writer):
     assert_error(api_client.get(CANDIDATES + "?kind=other", token=writer), 422)
 
 
-def test_a_client_posts_vectors_once_per_text(api_client, viewer, writer):
+def test_a_client_posts_vectors_once_per_text(api_client, agent, writer):
     items = [{"text": "refund an order", "vector": [0.1, 0.2, 0.3]}, {"text": "cancel", "vector": [1, 0, 0]}]
     response = api_client.post(VECTORS, {"embedder": "mini-lm.v2", "items": items}, token=writer)
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body == {"embedder": f"client:{viewer.pk}:mini-lm.v2", "dimensions": 3, "created": 2, "existing": 0}
+    assert body == {"embedder": f"client:{agent.pk}:mini-lm.v2", "dimensions": 3, "created": 2, "existing": 0}
     again = api_client.post(VECTORS, {"embedder": "mini-lm.v2", "items": items[:1]}, token=writer).json()
     assert (again["created"], again["existing"]) == (0, 1)
     stored = Embedding.objects.get(embedder=body["embedder"], text="refund an order")
     assert stored.as_array().tolist() == pytest.approx([0.1, 0.2, 0.3])
-    assert stored.submitted_by == viewer
+    assert stored.submitted_by == agent
 
 
 def test_vectors_refusals_write_nothing(api_client, writer):
@@ -134,8 +135,8 @@ def test_vectors_refusals_write_nothing(api_client, writer):
     assert Embedding.objects.count() == 1
 
 
-def test_two_clients_never_share_an_embedder_space(api_client, viewer, reviewer, make_token):
-    one = make_token(viewer, "intents:write")
+def test_two_clients_never_share_an_embedder_space(api_client, agent, reviewer, make_token):
+    one = make_token(agent, "intents:write")
     two = make_token(reviewer, "intents:write")
     first = api_client.post(VECTORS, {"embedder": "m", "items": [{"text": "a", "vector": [1, 2]}]}, token=one)
     assert first.status_code == 201
@@ -148,3 +149,33 @@ def test_the_openapi_document_lists_the_intents_operations(api_client):
     paths = api_client.get("/api/v1/openapi.json").json()["paths"]
     assert {"get", "post"} <= set(paths["/api/v1/intents/candidates"])
     assert "post" in paths["/api/v1/intents/vectors"]
+
+
+def test_a_read_only_teammate_posts_no_labels_nor_vectors(api_client, viewer, make_token):
+    """Issue 24: the read-only role writes nothing; intents:write is for agents, reviewers and operators."""
+    from accounts.services import Actor
+    from intents.services import InputRejected, intent_candidates_submit, intent_vectors_submit
+
+    with pytest.raises(ValueError, match="intents:write needs the reviewer or operator role or an agent identity"):
+        make_token(viewer, "intents:write")
+    (run,) = stored_runs(1)
+    for call in (
+        lambda: intent_candidates_submit(actor=Actor(user=viewer), rows=[intent_row(run, "Refund an order")]),
+        lambda: intent_vectors_submit(actor=Actor(user=viewer), embedder="m", items=[{"text": "a", "vector": [1]}]),
+    ):
+        with pytest.raises(InputRejected) as refused:
+            call()
+        assert refused.value.status == 403
+    assert not IntentCandidateRecord.objects.exists() and not Embedding.objects.exists()
+
+
+def test_an_evaluation_run_is_no_evidence(api_client, writer):
+    """A client's labels must cite production runs: a live replay's run is unknown here."""
+    from trajectories.choices import EVALUATION_SOURCE
+
+    (replayed,) = stored_runs(1, source=EVALUATION_SOURCE, external_id="job-1")
+    body = assert_error(
+        api_client.post(CANDIDATES, {"intents": [intent_row(replayed, "Refund an order")]}, token=writer), 422
+    )
+    assert "unknown trajectory" in body["message"]
+    assert not IntentCandidateRecord.objects.exists()

@@ -153,7 +153,10 @@ def test_a_model_that_refuses_the_request_fails_only_its_batch(operator, monkeyp
     run = run_all(start(operator, batch_size=1))
     assert [batch.status for batch in run.batches.order_by("seq")] == ["succeeded", "failed"]
     assert "ScriptExhausted" in run.batches.get(seq=2).error
-    assert run.status == "succeeded" and run.batches_failed == 1
+    # A run with a failed batch has failed, with the counts and the reason; the other batch's candidate is kept.
+    assert run.status == "failed" and run.batches_failed == 1
+    assert run.error.startswith("1 of 2 batches failed (batch 2: ScriptExhausted: ")
+    assert run.error.endswith("; 1 succeeded: 1 candidate kept")
 
 
 def test_a_transient_model_error_releases_the_lease_for_a_retry(operator, monkeypatch):

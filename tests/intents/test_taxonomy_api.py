@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from accounts.roles import Role
 from intents.models import IntentJudgment
+from tests.factories import user_with
 from tests.intents.taxonomy_fixtures import activate_draft, judge, make_candidate, make_run, rob  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +31,7 @@ def read(make_token, viewer):
 
 @pytest.fixture
 def outsider_token(make_token, django_user_model):
-    user = django_user_model.objects.create_user("gone", password="x")
+    user = user_with(Role.REVIEWER, username="gone")
     token = make_token(user, "intents:read", "intents:write")
     user.is_active = False
     user.save(update_fields=["is_active"])
@@ -179,8 +181,12 @@ def test_a_reviewer_judges_and_then_sees_every_judgment(
 ):
     judge(candidate, "invalid", rob)
     token = make_token(reviewer, "intents:read", "intents:write")
-    blinded = api_client.get(f"{BASE}/candidates/{candidate.candidate_id}/judgments", token=token).json()
-    assert blinded == {"candidate_id": candidate.candidate_id, "count": 1, "mine": None, "judgments": None}
+    path = f"{BASE}/candidates/{candidate.candidate_id}/judgments"
+    blinded = api_client.get(path, token=token).json()
+    # sealed means absent: not even how many judgments there are, to a reviewer who may still judge (issue 24)
+    assert blinded == {"candidate_id": candidate.candidate_id, "count": None, "mine": None, "judgments": None}
+    operators = api_client.get(path, token=make_token(user_with(Role.OPERATOR), "intents:read")).json()
+    assert operators["count"] == 1 and operators["judgments"] is None  # cannot judge: the count, not the verdicts
 
     body = {"candidate_id": candidate.candidate_id, "verdict": "valid", "comment": "a real intent"}
     response = api_client.post(f"{BASE}/judgments", body, token=token)
@@ -222,7 +228,7 @@ def test_judgment_refusals_answer_with_the_error_schema_and_write_nothing(
     api_client,
     make_token,
     reviewer,
-    viewer,
+    agent,
     outsider_token,
     candidate,
 ):
@@ -233,7 +239,7 @@ def test_judgment_refusals_answer_with_the_error_schema_and_write_nothing(
         api_client.post(f"{BASE}/judgments", body, token=make_token(reviewer, "intents:read")), 403, "missing_scope"
     )
     is_error(
-        api_client.post(f"{BASE}/judgments", body, token=make_token(viewer, "intents:write")), 403, "not_a_reviewer"
+        api_client.post(f"{BASE}/judgments", body, token=make_token(agent, "intents:write")), 403, "not_a_reviewer"
     )
     write = make_token(reviewer, "intents:write")
     is_error(
@@ -272,7 +278,7 @@ def test_the_proposer_cannot_judge_their_own_candidate(api_client, make_token, r
 def test_the_queue_lists_what_waits_for_a_reviewer(api_client, make_token, reviewer, viewer, candidate):
     queue = api_client.get(f"{BASE}/queue", token=make_token(reviewer, "intents:read")).json()
     assert [item["candidate_id"] for item in queue["items"]] == [candidate.candidate_id]
-    assert queue["total"] == 1 and queue["items"][0]["judgment_count"] == 0
+    assert queue["total"] == 1 and "judgment_count" not in queue["items"][0]  # nothing of others' (issue 24)
     assert queue["items"][0]["promoted_alert"] is False
     assert api_client.get(f"{BASE}/queue", token=make_token(viewer, "intents:read")).json() == {
         "items": [],

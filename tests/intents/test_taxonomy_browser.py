@@ -19,12 +19,20 @@ from tests.intents.taxonomy_fixtures import (  # noqa: F401 (fixtures)
     rob,
     ruth,
 )
+from trajectories.models import Step
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings(PLUGIN_DEPRECATION)]
 
 
 def test_a_reviewer_judges_by_keyboard_merges_one_and_sees_the_new_version(page_as, rita, rob, ruth, otto):
+    """Inline review (issue 24): each candidate shows with its run's task and evidence steps; a judgment brings the
+    next candidate in place (auto-advance) with the focus on it, so the keys go on working."""
     runs = [make_run(n, intent="support") for n in range(1, 6)]
+    for run in runs:
+        run.task = f"Help customer {run.external_id}"
+        run.save(update_fields=["task"])
+        for ordinal, tool in enumerate(("greet", "lookup", "act")):
+            Step.objects.create(run=run, ordinal=ordinal, tool=tool, action_family="act", ok=True)
     reset = make_candidate("Reset password", runs[:2])
     judge(reset, "valid", rob, ruth)
     v1, _ = activate_draft(otto, [rob, ruth])
@@ -42,22 +50,36 @@ def test_a_reviewer_judges_by_keyboard_merges_one_and_sees_the_new_version(page_
     page.wait_for_load_state("load")  # the heading shows before the queue's scripts have run (their keys with them)
     expect(page.locator("[data-intent-row]")).to_have_count(2)
     expect(page.locator("[data-recent-judgments]")).to_have_count(0)  # rob's verdicts stay hidden
+    expect(page.locator("#intent-review")).not_to_contain_text("rob")  # not even how many judged
+
+    focus = page.locator("#intent-focus")
+    expect(focus.locator("[data-label]")).to_have_text("Book a flight")  # the oldest, inline
+    expect(focus.locator("[data-task]")).to_have_text("Help customer 3")
+    evidence = focus.locator("[data-evidence-step]")
+    expect(evidence).to_have_count(2)  # steps 0 and 1 of the run
+    assert evidence.first.evaluate("row => getComputedStyle(row).backgroundColor") != "rgba(0, 0, 0, 0)"
 
     page.keyboard.press("?")
     expect(page.locator("#intent-review-shortcuts")).to_be_visible()
     page.keyboard.press("Escape")
     expect(page.locator("#intent-review-shortcuts")).to_be_hidden()
 
-    page.keyboard.press("j")  # the oldest candidate: "Book a flight"
-    expect(page.locator("[data-intent-row]").first).to_have_attribute("aria-selected", "true")
-    page.keyboard.press("v")
-    expect(page.locator(".messages")).to_contain_text("Book a flight”: valid")
+    page.keyboard.press("s")  # skip to the next, then back
+    expect(focus.locator("[data-label]")).to_have_text("Recover account access")
+    page.keyboard.press("k")
+    expect(focus.locator("[data-label]")).to_have_text("Book a flight")
+    expect(focus).to_be_focused()
+
+    page.keyboard.press("v")  # valid, and the next candidate comes in place
+    expect(page.locator("[data-judged]")).to_contain_text("Book a flight”: valid")
+    expect(focus.locator("[data-label]")).to_have_text("Recover account access")
+    expect(focus).to_be_focused()
+    expect(page).to_have_url(re.compile(rf"\?candidate={recover.pk}$"))
     expect(page.locator("[data-intent-row]")).to_have_count(1)
     expect(page.locator("[data-recent-judgments]")).to_contain_text("rob: valid")  # visible after her own
 
-    page.keyboard.press("j")
     page.keyboard.press("m")
-    merge_list = page.locator("[data-intent-row] [data-merge-target]")
+    merge_list = focus.locator("[data-merge-target]")
     expect(merge_list).to_be_focused()
     page.keyboard.type("Reset")
     expect(merge_list).to_have_value(reset_id)

@@ -5,11 +5,13 @@ counts, and procedure mining grouped by the reviewed intent."""
 import pytest
 from django.urls import reverse
 
+from accounts.roles import Role
 from intents.models import IntentJudgment, TaxonomyVersion
 from intents.taxonomy_selectors import runs_of_intent
 from procedures.mining_services import procedure_mine
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in
+from tests.factories import user_with
 from tests.intents.taxonomy_fixtures import (  # noqa: F401 (fixtures)
     act,
     activate_draft,
@@ -106,9 +108,12 @@ def test_the_review_queue_page_counts_the_candidates_waiting(runs, rita, vera):
 def test_drafting_from_the_page_proposes_the_version(runs, rita, rob, otto):
     candidate = make_candidate("Reset password", runs[:2])
     judge(candidate, "valid", rita, rob)
+    only_operator = logged_in(user_with(Role.OPERATOR)).get(reverse("intents:taxonomy")).content
+    assert b"1 change ready" in only_operator and b"data-draft-sealed" not in only_operator
     client = logged_in(otto)
-    page = client.get(reverse("intents:taxonomy"))
-    assert b"1 change ready" in page.content
+    page = client.get(reverse("intents:taxonomy"))  # otto is a reviewer too and has not judged it: sealed (issue 24)
+    assert b"0 changes ready" in page.content and b"data-draft-sealed" in page.content
+    assert b"Reset password" not in page.content
     response = post(client, reverse("intents:taxonomy_draft"), {"rationale": "first"})
     request = PromotionRequest.objects.get(kind="intent_taxonomy")
     assert response.status_code == 302 and response["Location"] == reverse("reviews:item", args=[request.pk])

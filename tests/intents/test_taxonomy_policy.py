@@ -85,8 +85,9 @@ def test_a_verdict_must_be_known_and_a_merge_must_name_an_active_intent(reset, r
 def test_judgments_are_hidden_until_ones_own_is_recorded(reset, rita, rob, vera):
     judge(reset, "valid", rita)
     seen_by_rob = taxonomy_selectors.judgments_for(rob, reset)
-    assert seen_by_rob.count == 1 and seen_by_rob.visible is None and seen_by_rob.mine is None
-    assert taxonomy_selectors.judgments_for(vera, reset).visible is None
+    assert seen_by_rob.count is None and seen_by_rob.visible is None and seen_by_rob.mine is None  # not even how many
+    seen_by_vera = taxonomy_selectors.judgments_for(vera, reset)  # cannot judge: the count only
+    assert seen_by_vera.visible is None and seen_by_vera.count == 1
     judge(reset, "invalid", rob)
     seen_by_rob = taxonomy_selectors.judgments_for(rob, reset)
     assert [j.verdict for j in seen_by_rob.visible] == ["valid", "invalid"]

@@ -70,13 +70,13 @@ def test_an_operator_analyses_a_window(api_client, make_token, operator):
     assert WindowAnalysis.objects.get().pk == body["id"]
 
 
-def test_refusals_answer_with_the_error_schema_and_write_nothing(api_client, make_token, operator, viewer):
+def test_refusals_answer_with_the_error_schema_and_write_nothing(api_client, make_token, operator, viewer, agent):
     write = make_token(operator, "intents:write")
     is_error(api_client.get(BASE), 401, "unauthorized")
     is_error(api_client.get(BASE, token="wm_not_a_token"), 401)
     is_error(api_client.get(BASE, token=make_token(viewer, "graphs:read")), 403, "missing_scope")
     is_error(api_client.post(BASE, BODY, token=make_token(operator, "intents:read")), 403, "missing_scope")
-    is_error(api_client.post(BASE, BODY, token=make_token(viewer, "intents:write")), 403, "forbidden")
+    is_error(api_client.post(BASE, BODY, token=make_token(agent, "intents:write")), 403, "forbidden")
     is_error(api_client.post(BASE, {**BODY, "end": BODY["start"]}, token=write), 422, "invalid")
     is_error(api_client.post(BASE, {"start": "2025-03-01T00:00:00", "end": "2025-03-02T00:00:00"}, token=write), 422)
     is_error(api_client.post(BASE, {**BODY, "threshold": 2}, token=write), 422, "invalid")
@@ -112,7 +112,7 @@ def test_drift_is_stored_once_and_read_back(api_client, make_token, operator, vi
     assert api_client.get(f"{BASE}/drift/{report['id']}", token=read).json()["digest"] == report["digest"]
 
 
-def test_drift_refusals(api_client, make_token, operator, viewer, analysis):
+def test_drift_refusals(api_client, make_token, operator, agent, analysis):
     write = make_token(operator, "intents:write")
     is_error(api_client.post(f"{BASE}/drift", {"before": analysis.pk, "after": 999999}, token=write), 404)
     is_error(
@@ -130,7 +130,7 @@ def test_drift_refusals(api_client, make_token, operator, viewer, analysis):
     )
     is_error(
         api_client.post(
-            f"{BASE}/drift", {"before": analysis.pk, "after": analysis.pk}, token=make_token(viewer, "intents:write")
+            f"{BASE}/drift", {"before": analysis.pk, "after": analysis.pk}, token=make_token(agent, "intents:write")
         ),
         403,
         "forbidden",

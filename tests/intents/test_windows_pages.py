@@ -191,6 +191,18 @@ def test_the_drift_page_draws_mass_per_cluster_with_its_table_and_the_jsd(viewer
     assert f"{report.jsd:.4f}" in text
 
 
+def test_the_drift_reports_table_labels_the_windows_candidate_totals_as_such(viewer, report):
+    """Issue 24: the list labelled the two windows' candidate totals "Retired" and "New"."""
+    text = html(logged_in(viewer).get(url("windows")))
+    table = text.split('class="table intent-drifts"')[1].split("</table>")[0]
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", table)
+    assert "Candidates before" in headers and "Candidates after" in headers
+    assert "Retired" not in headers and "New" not in headers
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table.split(f'id="drift-{report.pk}"')[1].split("</tr>")[0], re.S)
+    assert cells[headers.index("Candidates before")] == str(report.before_total)
+    assert cells[headers.index("Candidates after")] == str(report.after_total)
+
+
 def test_the_alerts_page_lets_a_reviewer_dismiss_or_promote(reviewer, analyses):
     page = logged_in(reviewer).get(url("window_alerts"))
     assert "Promote to review" in html(page)

@@ -60,7 +60,7 @@ def test_an_operator_searches_filters_exports_and_compares_runs(page_as, operato
     expect(rows).to_have_count(2)
     expect(page.locator("#totals")).to_contain_text("2 matching production runs")
 
-    page.get_by_label("Outcome").select_option("success")  # htmx swaps the results on change
+    page.get_by_role("combobox", name="Outcome").select_option("success")  # htmx swaps the results on change
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("Refund the red scarf")
     expect(page.locator("#totals")).to_contain_text("1 matching production run")

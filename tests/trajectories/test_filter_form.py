@@ -24,7 +24,8 @@ def test_an_empty_form_selects_nothing_and_keeps_the_ranges_closed():
     assert len(re.findall(r'name="\w+" value=""', html)) == 4 + len(RANGES)  # search, source, tool, intent, ranges
     assert "aria-invalid" not in html
     assert html.startswith('<form class="filters explorer-filters" method="get" action="/trajectories/"')
-    assert html.endswith('<a href="/trajectories/">Clear</a>\n</form>')
+    assert html.endswith("  </details>\n</form>")
+    assert html.index('<button type="submit">Filter</button>') < html.index('<details class="more-filters">')
 
 
 def test_typed_values_are_kept_and_escaped():

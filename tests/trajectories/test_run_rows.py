@@ -12,24 +12,25 @@ from django.utils import timezone
 from config.formats import truncate
 from trajectories.run_rows import run_rows
 
-# The template the explorer used before its rows moved to Python: the reference the rows must equal. (It read the
-# ORM row's version.number; the rows read reviews.rubric_selectors.ListedScore's version_number: the cases hold both.)
+# The rows as a template would write them: the reference the rows must equal (cells classed by column, long texts
+# clamped with the whole text in a title). (It reads the ORM row's version.number; the rows read
+# reviews.rubric_selectors.ListedScore's version_number: the cases hold both.)
 REFERENCE = engines["django"].from_string(
     """{% load humanize %}{% for run in runs %}<tr>"""
-    """<td><a href="{% url 'trajectories:detail' run.pk %}">#{{ run.pk }}</a><br><small>{{ run.external_id }}</small></td>"""
-    """<td>{{ run.task|truncatechars:120 }}</td>"""
-    """<td>{{ run.source }}</td>"""
-    """<td>{% if run.intent %}<a href="?intent={{ run.intent|urlencode:'' }}"><code>{{ run.intent }}</code></a>{% endif %}</td>"""
-    """<td><span class="badge badge-{{ run.outcome }}">{{ run.outcome }}</span></td>"""
-    """<td>{{ run.score|default_if_none:"–" }}</td>"""
-    """<td>{% if run.rubric_score %}<span title="rubric v{{ run.rubric_score.version.number }}">{{ run.rubric_score.overall|floatformat:2 }}</span>"""
+    """<td class="c-run"><a href="{% url 'trajectories:detail' run.pk %}">#{{ run.pk }}</a><span class="clip run-ext"{% if run.external_id %} title="{{ run.external_id|truncatechars:1000 }}"{% endif %}>{{ run.external_id|truncatechars:1000 }}</span></td>"""
+    """<td class="c-task"><span class="clamp"{% if run.task %} title="{{ run.task|truncatechars:1000 }}"{% endif %}>{{ run.task|truncatechars:300 }}</span></td>"""
+    """<td class="c-source"><span class="clip"{% if run.source %} title="{{ run.source|truncatechars:1000 }}"{% endif %}>{{ run.source|truncatechars:1000 }}</span></td>"""
+    """<td class="c-intent">{% if run.intent %}<a class="clip" href="?intent={{ run.intent|urlencode:'' }}" title="{{ run.intent }}"><code>{{ run.intent }}</code></a>{% endif %}</td>"""
+    """<td class="c-outcome"><span class="badge badge-{{ run.outcome }}">{{ run.outcome }}</span></td>"""
+    """<td class="c-score num">{{ run.score|default_if_none:"–" }}</td>"""
+    """<td class="c-rubric num">{% if run.rubric_score %}<span title="rubric v{{ run.rubric_score.version.number }}">{{ run.rubric_score.overall|floatformat:2 }}</span>"""
     """{% if run.rubric_score.required_failures %} <span class="badge badge-failure" title="required failures: {{ run.rubric_score.required_failures|join:', ' }}">fails</span>{% endif %}{% else %}–{% endif %}</td>"""
-    """<td>{{ run.step_count }}</td>"""
-    """<td>{{ run.tools|join:", "|truncatechars:80 }}</td>"""
-    """<td>{{ run.total_tokens|intcomma }}</td>"""
-    """<td>{{ run.cost|floatformat:4 }}</td>"""
-    """<td>{% if run.duration_seconds is not None %}{{ run.duration_seconds|floatformat:1 }} s{% else %}–{% endif %}</td>"""
-    """<td><time datetime="{{ run.created_at|date:'c' }}">{{ run.created_at|date:"Y-m-d H:i" }}</time></td>"""
+    """<td class="c-steps num">{{ run.step_count }}</td>"""
+    """<td class="c-tools">{% with tools=run.tools|join:", " %}<span class="clamp"{% if tools %} title="{{ tools|truncatechars:1000 }}"{% endif %}>{{ tools|truncatechars:160 }}</span>{% endwith %}</td>"""
+    """<td class="c-tokens num">{{ run.total_tokens|intcomma }}</td>"""
+    """<td class="c-cost num">{{ run.cost|floatformat:4 }}</td>"""
+    """<td class="c-duration num">{% if run.duration_seconds is not None %}{{ run.duration_seconds|floatformat:1 }} s{% else %}–{% endif %}</td>"""
+    """<td class="c-received"><time datetime="{{ run.created_at|date:'c' }}"><span>{{ run.created_at|date:"Y-m-d" }}</span> <span>{{ run.created_at|date:"H:i" }}</span></time></td>"""
     """</tr>{% endfor %}"""
 )
 
@@ -68,7 +69,9 @@ CASES = {
     ),
     "missing values": run(score=None, duration_seconds=None, intent="", tools=[], total_tokens=0, cost=0.0),
     "long task and tools": run(task="word " * 60, tools=[f"tool_{n:02d}" for n in range(20)]),
-    "exactly at the limits": run(task="t" * 120, tools=["x" * 80]),
+    "exactly at the limits": run(task="t" * 300, tools=["x" * 160]),
+    "a task past the title's limit": run(task="long " * 300),
+    "no task, no external id": run(task="", external_id=""),
     "rubric score with required failures": run(
         rubric_score=SimpleNamespace(
             version=SimpleNamespace(number=3),
