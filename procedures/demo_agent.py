@@ -34,11 +34,30 @@ def _numbers(seed: str) -> list[int]:
     return list(digest)
 
 
+INTENT_TOOLS = (("refund", "issue_refund"), ("cancel", "cancel_order"), ("address", "update_address"),
+                ("track", "track_shipment"), ("ship", "track_shipment"))  # fmt: skip
+OUTAGE_ONE_IN = 16  # the backend refuses one (task, tool) call in this many: a transient outage
+
+
+def improvised_steps(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the agent does with no procedure (a with-versus-without job's `none` arm): it calls the intent's own tool
+    straight away, and on one task in three it happens to look up what that tool needs first."""
+    intent = str(payload.get("intent") or "").lower()
+    tool = next((name for word, name in INTENT_TOOLS if word in intent), "lookup_order")
+    careful = _numbers(f"unguided:{payload.get('case_run_id')}")[0] % 3 == 0
+    needs = list(PREREQUISITES.get(tool, ())) if careful else []
+    return [{"tool": name, "arguments": {}} for name in (*needs, tool)]
+
+
 def simulate_run(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The run (ingest format) the demo agent produces for a replay job's payload. Deterministic."""
+    """The run (ingest format) the demo agent produces for a replay job's payload. Deterministic. A job without a
+    procedure (`"procedure": null`) is answered unguided (improvised_steps). Any call may meet the backend's
+    transient outage (OUTAGE_ONE_IN, by task and tool), guided or not: that is where a procedure can break a task
+    the unguided agent got through."""
     task = str(payload.get("task") or "")
-    procedure = payload.get("procedure") or {}
-    steps: Sequence[Mapping[str, Any]] = procedure.get("steps") or []
+    procedure = payload.get("procedure")
+    guided = isinstance(procedure, Mapping)
+    steps: Sequence[Mapping[str, Any]] = (procedure.get("steps") or []) if guided else improvised_steps(payload)
     order = _ORDER.search(task)
     noise = _numbers(f"{payload.get('case_run_id')}:{task}")
     done: set[str] = set()
@@ -50,8 +69,12 @@ def simulate_run(payload: Mapping[str, Any]) -> dict[str, Any]:
         if order and "order_id" not in arguments and tool != "lookup_policy":
             arguments["order_id"] = order.group(0)
         missing = [need for need in PREREQUISITES.get(tool, ()) if need not in done]
-        ok = not missing
-        observation = "ok" if ok else f"Error: {tool} needs {', '.join(missing)} first"
+        outage = _numbers(f"outage:{payload.get('case_run_id')}:{tool}")[0] % OUTAGE_ONE_IN == 0
+        ok = not missing and not outage
+        if missing:
+            observation = f"Error: {tool} needs {', '.join(missing)} first"
+        else:
+            observation = "Error: the backend is unavailable, try later" if outage else "ok"
         calls.append(
             {
                 "tool": tool,
@@ -73,7 +96,12 @@ def simulate_run(payload: Mapping[str, Any]) -> dict[str, Any]:
         "task": task,
         "intent": str(payload.get("intent") or ""),
         "outcome": "failure" if failed else "success",
-        "metadata": {"agent": "demo-agent", "arm": payload.get("arm"), "case_run_id": payload.get("case_run_id")},
+        "metadata": {
+            "agent": "demo-agent",
+            "model": "demo-agent-1",
+            "arm": payload.get("arm"),
+            "case_run_id": payload.get("case_run_id"),
+        },
         "steps": calls,
     }
 

@@ -19,6 +19,7 @@ from trajectories.core import TrajectoryStep
 from trajectories.job_services import answering_agents, jobs_create, jobs_expire
 from trajectories.selectors import jobs_for_subject, run_queryset, runs_with_steps
 
+from .certification import CasePairs
 from .models import (
     Procedure,
     ProcedureVersion,
@@ -83,6 +84,53 @@ def _case_rows(
     return rows
 
 
+def _unguided(run: core.CaseRun | None) -> core.ArmResult:
+    """The none arm's result: a run made without any procedure passes when it succeeded."""
+    if run is None:
+        return core.ArmResult(answered=False, passed=False)
+    return core.ArmResult(
+        answered=True,
+        passed=run.outcome == "success",
+        outcome=run.outcome,
+        steps=len(run.steps),
+        tokens=run.tokens,
+        cost=run.cost,
+    )
+
+
+def _paired(
+    replay: ReplayRun,
+    report: core.ReplayReport,
+    runs: dict[int, core.CaseRun],
+    answered: dict[tuple[str, int], int],
+    rows: list[ReplayCase],
+) -> CasePairs:
+    """Every case paired across the candidate and the control arm (the active version, or no procedure: whose
+    case rows are added to `rows`)."""
+    against_none = replay.compared_with_id is None
+    pairs = CasePairs(against_none=against_none)
+    control_arm = ReplayArm.NONE if against_none else ReplayArm.ACTIVE
+    for case in report.cases:
+        pk = int(case.case_id)
+        control = None
+        if against_none:
+            control_run = answered.get((ReplayArm.NONE, pk))
+            control = _unguided(runs.get(control_run))
+            rows.append(
+                ReplayCase(
+                    replay=replay,
+                    arm=ReplayArm.NONE,
+                    case_run_id=pk,
+                    result_run_id=control_run,
+                    result=case_payload(case, control),
+                    answered=control.answered,
+                )
+            )
+        run_ids = {"candidate": answered.get((ReplayArm.CANDIDATE, pk)), "control": answered.get((control_arm, pk))}
+        pairs.add(case, control=control, runs=run_ids)
+    return pairs
+
+
 def _live_rubric_floor(procedure: Procedure, answered: dict[tuple[str, int], int]) -> FloorResult | None:
     """Judge the candidate arm's answered runs against the procedure's floor (outside any transaction: model
     calls); None when the procedure has no floor."""
@@ -104,15 +152,16 @@ def replay_subject(replay: ReplayRun | int) -> str:
 
 
 def replay_live_start(*, replay: ReplayRun, actor: Actor | None = None) -> ReplayRun:
-    """Queue one job per held-out case and arm (candidate, and active when compared) for agents to answer."""
+    """Queue one job per held-out case and arm for agents to answer: the candidate, and the active version it is
+    compared with or, for a first version, no procedure (`"procedure": null`: the agent runs unguided)."""
     actor = actor or Actor.system()
     replay = ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay.pk)
     if replay.mode != ReplayMode.LIVE:
         return replay
     tasks_by_run = dict(run_queryset().filter(pk__in=replay.held_out_run_ids).values_list("pk", "task"))
-    arms = [(ReplayArm.CANDIDATE, replay.version)]
-    if replay.compared_with is not None:
-        arms.append((ReplayArm.ACTIVE, replay.compared_with))
+    # The control arm: the version it replaces, or (a first version) no procedure at all.
+    control = (ReplayArm.ACTIVE, replay.compared_with) if replay.compared_with is not None else (ReplayArm.NONE, None)
+    arms = [(ReplayArm.CANDIDATE, replay.version), control]
     payloads = [
         {
             "replay": replay.pk,
@@ -120,7 +169,7 @@ def replay_live_start(*, replay: ReplayRun, actor: Actor | None = None) -> Repla
             "case_run_id": pk,
             "task": tasks_by_run.get(pk, ""),
             "intent": replay.version.procedure.intent,
-            "procedure": {"version": version.number, "steps": version.steps},
+            "procedure": None if version is None else {"version": version.number, "steps": version.steps},
         }
         for pk in replay.held_out_run_ids
         for arm, version in arms
@@ -178,6 +227,7 @@ def replay_live_settle(*, replay: ReplayRun, actor: Actor | None = None, now: da
         procedure_steps(replay.version), cases, active=procedure_steps(replay.compared_with), mode="live"
     )
     rows = _case_rows(replay, report, result_runs=answered)
+    pairs = _paired(replay, report, runs, answered, rows)
     rubric = _live_rubric_floor(replay.version.procedure, answered)
     if rubric is not None and rubric.pending:  # another settle is judging; a later one (or the deadline) finishes
         return replay
@@ -186,7 +236,7 @@ def replay_live_settle(*, replay: ReplayRun, actor: Actor | None = None, now: da
             expired = jobs_expire(subject=replay_subject(replay), now=now)
             audit_record(actor=actor, verb="replay.deadline", target=replay, after={"expired_jobs": expired})
     agents = answering_agents(replay_subject(replay))
-    return finish_replay(replay, report, rows, actor=actor, rubric=rubric, agents=agents)
+    return finish_replay(replay, report, rows, actor=actor, rubric=rubric, agents=agents, pairs=pairs)
 
 
 def overdue_live_replays(now: datetime | None = None) -> list[int]:

@@ -164,6 +164,7 @@ class ReplayRun(models.Model):
 class ReplayArm(models.TextChoices):
     CANDIDATE = "candidate", "candidate"
     ACTIVE = "active", "active"
+    NONE = "none", "no procedure"  # a first version's live replay: the same jobs answered without any procedure
 
 
 class ReplayCase(models.Model):

@@ -33,6 +33,7 @@ from procedures import core
 from procedures.core.columns import OfflineReplay
 from trajectories.selectors import run_columns
 
+from .certification import CasePairs
 from .errors import LeaseLost
 from .mining import decode_arguments
 from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
@@ -232,13 +233,17 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None, worker:
         # and written out as a row to a spooled file, which _finish copies into the table.
         offline = _offline_replay(replay)
         rows = SpooledCases(replay.pk)
+        # Paired against the version it replaces (a first version replayed offline has no certificate).
+        pairs = CasePairs() if replay.compared_with_id is not None else None
         for case in _judged(offline, recorded):
             rows.add(case)
+            if pairs is not None:
+                pairs.add(case)
         report = offline.report()
         replay_heartbeat(replay, worker, "replayed")
         rubric = _offline_rubric_note(replay.version.procedure)
         try:
-            return finish_replay(replay, report, rows, actor=actor, rubric=rubric, worker=worker)
+            return finish_replay(replay, report, rows, actor=actor, rubric=rubric, worker=worker, pairs=pairs)
         finally:
             rows.close()
     except LeaseLost:

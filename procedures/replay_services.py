@@ -26,6 +26,7 @@ from procedures import core
 from procedures.core.gate import regression_gate
 from reviews.rubric_floor import FloorResult
 
+from .certification import CasePairs, certify_replay
 from .models import Procedure, ProcedureVersion, ReplayCase, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
 from .split_services import RUN_LISTS, RunSplit, create_with_run_lists
 from .spooled_cases import SpooledCases
@@ -92,14 +93,21 @@ def finish_replay(
     rubric: FloorResult | dict[str, Any] | None = None,
     agents: list[dict[str, Any]] | None = None,
     worker: str | None = None,
+    pairs: CasePairs | None = None,
 ) -> ReplayRun:
     """Write the cases, metrics and gate report and settle the version, in one transaction, once: only a running
-    replay (held by `worker`, for an offline one) is finished; cases a dead attempt could have left are replaced."""
+    replay (held by `worker`, for an offline one) is finished; cases a dead attempt could have left are replaced.
+    With `pairs` (a replay paired against the version it replaces, or against no procedure) the replay's
+    certificate is issued in the same transaction and is one more check of its gate."""
     gate = _gate_report(report, rubric, agents)
     with transaction.atomic(durable=True):
         locked = ReplayRun.objects.select_for_update().defer("held_out_run_ids").get(pk=replay.pk)
         if locked.status != ReplayStatus.RUNNING or (worker is not None and locked.lease_owner != worker):
             return locked
+        if pairs is not None:
+            locked.version = replay.version
+            gate["certificate"] = certify_replay(locked, pairs, actor=actor)
+            gate["passed"] = gate["passed"] and gate["certificate"]["passed"]
         ReplayCase.objects.filter(replay=locked).delete()
         _write_cases(rows)
         locked.metrics = {
@@ -134,6 +142,7 @@ def finish_replay(
                 "passed": gate["passed"],
                 "failed_checks": [check["metric"] for check in gate["checks"] if not check["passed"]],
                 "regressions": len(report.regressions),
+                "certified": (gate.get("certificate") or {}).get("passed"),
                 "version_status": status,
                 **({"agents": [row["agent"] for row in agents]} if agents is not None else {}),
             },

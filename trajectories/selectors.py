@@ -490,6 +490,16 @@ def runs_with_steps(run_ids: list[int]) -> dict[int, Run]:
     }
 
 
+def run_models(run_ids: Sequence[int]) -> dict[int, str]:
+    """The agent's model (`metadata.model`) of each run among `run_ids` that names one (a query per 5,000 ids)."""
+    ids = sorted(set(run_ids))
+    found: dict[int, str] = {}
+    for start in range(0, len(ids), 5000):
+        rows = Run.objects.filter(pk__in=ids[start : start + 5000]).values_list("pk", "metadata__model")
+        found.update((pk, str(model)[:200]) for pk, model in rows if isinstance(model, str) and model)
+    return found
+
+
 def run_with_steps(run_id: int) -> Run:
     """The run with its steps prefetched (two queries); Http404 when it does not exist."""
     return get_object_or_404(Run.objects.defer("search_document").prefetch_related("steps"), pk=run_id)

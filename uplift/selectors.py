@@ -3,20 +3,28 @@ a split's ledger."""
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from .core.policy import Policy
 from .models import Certificate, CertificationPolicy, CriticalTask, HeldOutSplit, SplitDecision
 
 POLICY_FIELDS = tuple(Policy().to_document())
 
 
+def default_policy() -> Policy:
+    """Policy()'s defaults (non-inferiority, 2 points, n >= 10) with the fields settings.WAYMARK_CERTIFICATION_POLICY
+    sets over them."""
+    return Policy.from_document({**Policy().to_document(), **(settings.WAYMARK_CERTIFICATION_POLICY or {})})
+
+
 def policy_for(kind: str, parent_key: str) -> Policy:
-    """The parent's own policy, else the kind's (parent_key ""), else the default (non-inferiority, 2 points)."""
+    """The parent's own policy, else the kind's (parent_key ""), else the default (default_policy)."""
     rows = {
         row.parent_key: row for row in CertificationPolicy.objects.filter(kind=kind, parent_key__in=[parent_key, ""])
     }
     row = rows.get(parent_key) or rows.get("")
     if row is None:
-        return Policy()
+        return default_policy()
     return Policy.from_document({field: getattr(row, field) for field in POLICY_FIELDS})
 
 

@@ -5,6 +5,10 @@ its audit event.
 A certificate is issued under the split's row lock: the decision number, and so the level the certificate is taken
 at (uplift.core.reuse), is the split's next one, and two gates deciding on one split at once get consecutive
 numbers, never the same one. An exhausted split refuses (SplitExhausted) and writes nothing.
+
+A certificate and a split decision are written inside the caller's transaction when there is one (the replay's
+finish, the evolution round's save): the evidence, its decision and its certificate commit together or not at all,
+so an evaluation finished twice after a crash is certified once.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def certificate_issue(
     critical = critical_task_keys(kind, parent_key)
     tasks = [replace(task, critical=task.critical or task.task_id in critical) for task in tasks]
     against = against or ("the version it replaces" if replaces_id else "no artifact at all")
-    with transaction.atomic(durable=True):
+    with transaction.atomic():
         split = _locked_split(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
         budget = SplitBudget(alpha=policy.alpha, max_decisions=policy.max_decisions, decisions_taken=split.decisions)
         if budget.exhausted:
@@ -174,7 +178,7 @@ def split_decision_record(
     tasks): it counts against the split's budget like a certificate does."""
     if what not in SplitDecision.What.values:
         raise UpliftInvalid(f"unknown decision kind {what!r}")
-    with transaction.atomic(durable=True):
+    with transaction.atomic():
         split = _locked_split(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
         split.decisions += 1
         split.save(update_fields=["decisions"])

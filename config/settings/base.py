@@ -313,6 +313,11 @@ if WAYMARK_INTENT_PROPOSE_EVERY_MINUTES > 0:
     }
 
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+# Certified uplift (uplift.core.policy): the fields of the default certification policy that differ from Policy()'s
+# (non-inferiority with a 2-point margin, n >= 10, alpha 0.05 per held-out split, 20 decisions a split). Operators set
+# a policy per kind and parent on the policy page; this is the fallback when none is set.
+WAYMARK_CERTIFICATION_POLICY: dict = {}
+
 WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-6")
 WAYMARK_MODEL_TIMEOUT = float(env_str("WAYMARK_MODEL_TIMEOUT", "60"))
 WAYMARK_MODEL_RETRIES = env_int("WAYMARK_MODEL_RETRIES", 3)

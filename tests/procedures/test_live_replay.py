@@ -34,11 +34,16 @@ def claim_all():
     return jobs
 
 
-def test_mining_with_live_replay_queues_one_job_per_held_out_case(live):
+def test_mining_with_live_replay_queues_one_job_per_held_out_case_and_arm(live):
     assert live.status == ReplayStatus.RUNNING and live.deadline is not None
     jobs = Job.objects.filter(subject=live_replay_services.replay_subject(live))
-    assert sorted(job.payload["case_run_id"] for job in jobs) == sorted(live.held_out_run_ids)
-    assert {job.payload["arm"] for job in jobs} == {"candidate"}
+    by_arm = {
+        arm: sorted(j.payload["case_run_id"] for j in jobs if j.payload["arm"] == arm) for arm in ("candidate", "none")
+    }
+    # A first version is measured against no procedure at all: the none arm's jobs carry none.
+    assert by_arm == {"candidate": sorted(live.held_out_run_ids), "none": sorted(live.held_out_run_ids)}
+    assert all(j.payload["procedure"] is None for j in jobs if j.payload["arm"] == "none")
+    assert all(j.payload["procedure"]["steps"] for j in jobs if j.payload["arm"] == "candidate")
     assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.REPLAYING
 
 
@@ -65,7 +70,7 @@ def test_a_missing_step_in_the_agents_runs_fails_the_live_gate(live, django_capt
 
 
 def test_after_the_deadline_unanswered_cases_are_reported_and_never_pass(live, django_capture_on_commit_callbacks):
-    first = claim_all()[0]
+    first = next(job for job in claim_all() if job.payload["arm"] == "candidate")
     with django_capture_on_commit_callbacks(execute=True):
         job_services.job_complete(actor=AGENT, job=first, run_items=[refund_run()])
     live.refresh_from_db()
@@ -77,7 +82,8 @@ def test_after_the_deadline_unanswered_cases_are_reported_and_never_pass(live, d
     unanswered = set(live.held_out_run_ids) - {first.payload["case_run_id"]}
     assert set(settled.report["unanswered"]) == unanswered
     assert settled.gate_report["passed"] is False
-    assert ReplayCase.objects.filter(replay=live, answered=False).count() == len(unanswered)
+    assert ReplayCase.objects.filter(replay=live, arm="candidate", answered=False).count() == len(unanswered)
+    assert ReplayCase.objects.filter(replay=live, arm="none", answered=False).count() == len(live.held_out_run_ids)
     assert not Job.objects.filter(subject=live_replay_services.replay_subject(live), status=JobStatus.LEASED).exists()
     assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.FAILED
 

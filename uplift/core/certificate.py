@@ -68,15 +68,17 @@ class PairedTask:
 
 @dataclass(frozen=True)
 class Difference:
-    """A mean paired difference on [-1, 1] (candidate minus control) with its interval."""
+    """A mean paired difference on [-1, 1] (candidate minus control) with its interval; mean None when no task
+    could be compared (the interval is then the whole scale)."""
 
-    mean: float
+    mean: float | None
     low: float
     high: float
 
     @classmethod
     def of(cls, interval: Interval) -> Difference:
-        return cls(mean=interval.mean, low=interval.low, high=interval.high)
+        mean = None if interval.n == 0 else interval.mean
+        return cls(mean=mean, low=interval.low, high=interval.high)
 
     def to_document(self) -> dict[str, float]:
         return {"mean": self.mean, "low": self.low, "high": self.high}

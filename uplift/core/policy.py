@@ -28,14 +28,20 @@ class Policy:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}")
-        if not 0 <= self.margin < 1:
-            raise ValueError("margin must be at least 0 and below 1")
+        if not 0 <= self.margin <= 1:
+            raise ValueError("margin must be between 0 and 1 (1 switches the bound off)")
         if self.min_n < 1:
             raise ValueError("min_n must be at least 1")
         if not 0 < self.alpha < 1:
             raise ValueError("alpha must be between 0 and 1")
         if self.max_decisions < 1:
             raise ValueError("max_decisions must be at least 1")
+
+    @property
+    def bounded(self) -> bool:
+        """A non-inferiority margin of 1 (the whole scale) asks nothing of the bound: only n, the critical tasks and
+        a net regression decide."""
+        return self.mode == "superiority" or self.margin < 1
 
     @property
     def threshold(self) -> float:
@@ -82,12 +88,13 @@ def judge(policy: Policy, certificate: Certificate, *, against: str = "the versi
     if certificate.critical_breakages:
         names = ", ".join(certificate.critical_breakages[:5])
         reasons.append(f"{len(certificate.critical_breakages)} critical task(s) broken: {names}")
-    if not difference.low > policy.threshold:
+    if policy.bounded and not difference.low > policy.threshold:
         reasons.append(f"the lower bound {_points(difference.low)} does not clear {_points(policy.threshold)}")
-    if certificate.n and difference.mean < 0:
+    if difference.mean is not None and difference.mean < 0:
         reasons.append(f"the candidate is worse on average ({_points(difference.mean)})")
     passed = not reasons
-    bound = f"lower bound {_points(difference.low)}, mean {_points(difference.mean)}, n = {certificate.n}"
+    mean = "none" if difference.mean is None else _points(difference.mean)
+    bound = f"lower bound {_points(difference.low)}, mean {mean}, n = {certificate.n}"
     if passed:
         sentence = f"With {confidence} confidence the candidate is {claim} ({bound})."
     else:
