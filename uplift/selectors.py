@@ -60,3 +60,30 @@ def certificates_of(kind: str, candidate_ids: list[str]) -> dict[str, Certificat
 
 def split_ledger(split: HeldOutSplit) -> list[SplitDecision]:
     return list(SplitDecision.objects.filter(split=split).order_by("number"))
+
+
+def certificate_summary(certificate: Certificate | None) -> dict | None:
+    """What an agent or a dashboard shows of a certificate ("certified +x, lower bound y, n"): the policy's metric's
+    mean paired difference and its interval, n, repairs and breakages, the models measured, the split's decision
+    number; None without a certificate."""
+    if certificate is None:
+        return None
+    metric = (certificate.policy or {}).get("metric", "success")
+    difference = (certificate.totals or {}).get(metric) or {}
+    return {
+        "id": certificate.pk,
+        "passed": certificate.passed,
+        "metric": metric,
+        "uplift": difference.get("mean"),
+        "lower_bound": difference.get("low"),
+        "upper_bound": difference.get("high"),
+        "confidence": certificate.totals.get("confidence"),
+        "n": certificate.totals.get("n"),
+        "repairs": certificate.totals.get("repairs"),
+        "breakages": certificate.totals.get("breakages"),
+        "models": list(certificate.agent_models or []),
+        "decision_number": certificate.decision_number,
+        "against": "the version it replaces" if certificate.replaces_id else "no artifact",
+        "sentence": certificate.sentence,
+        "digest": certificate.digest,
+    }
