@@ -11,7 +11,8 @@ Three rules (`RULES`):
 * `secret`: known key and token shapes (AWS, Anthropic, OpenAI, GitHub, Slack, Google, Stripe live keys, JSON Web
   Tokens, PEM private keys, `password=` / `api_key:` / `secret=` / `token=` assignments) and URLs with embedded
   credentials (`https://user:pass@host`, reported once, as a secret): **critical**. Plus high-entropy tokens
-  (`ENTROPY_THRESHOLD`): **warning**.
+  (`ENTROPY_THRESHOLD`, `CLASS_CHANGE_MIN`): **warning**. A placeholder value (`********`, `<your key>`, `${TOKEN}`,
+  `YOUR_API_KEY`, `os.environ[…]`, …) is not a credential.
 * `url`: every http(s) URL, `www.` host or bare `host.tld/path` whose host is not allowed (an allowed host allows
   its subdomains; `localhost`, loopback and IP literals are hosts like any other): **warning**. An IP literal is a
   warning too: the rule is "only hosts the operator named", and an IP is simply a host nobody named.
@@ -53,6 +54,16 @@ EXCERPT_LIMIT = 120
 # sample of it well under 4).
 ENTROPY_MIN_LENGTH = 24
 ENTROPY_THRESHOLD = 4.0
+# Entropy alone takes in names and paths that mix words and numbers ("book_reservation_v2_pay_with_gift_card",
+# "/home/agent/reports/q3_2024_summary", "getUserDetailsByEmailAddress2024", "anthropic/claude-sonnet-4-20250514":
+# 4.1-4.3 bits, many distinct letters). What sets a random key apart is how often its characters change class
+# (lower case, upper case, digit; a capital followed by lower case is one capitalised word, not a change) between
+# adjacent letters and digits: about 45% of the positions of a random base62 or base64 key and 40% of a lower case
+# and digits one, against under 15% for names and paths, whose classes change only where a number or a word starts.
+# At 25%, 1-2% of random 24-character base62/base64 keys and about 5% of lower-case-and-digit ones are let through
+# (a warning lost; the known key shapes above are matched whatever their classes), and identifiers with a short hex
+# fragment or two still pass.
+CLASS_CHANGE_MIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -165,9 +176,20 @@ _SECRET = re.compile(
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{{{ENTROPY_MIN_LENGTH},}}")
 _LETTER = re.compile(r"[A-Za-z]")
 _DIGIT = re.compile(r"[0-9]")
+_CLASS_CHANGE = re.compile(r"[a-z](?=[A-Z0-9])|[A-Z](?=[0-9])|[0-9](?=[A-Za-z])")
+_ALNUM_PAIR = re.compile(r"[A-Za-z0-9](?=[A-Za-z0-9])")
 _HEX = (frozenset("0123456789abcdef-"), frozenset("0123456789ABCDEF-"))
-# Not a credential: a placeholder ("********", "<your key>", "${TOKEN}", "{{ secret }}", "[redacted]").
-_PLACEHOLDER = re.compile(r"(.)\1*|[<{$%\[].*|(?i:redacted|hidden|masked|placeholder|example)\W*")
+# Not a credential: a placeholder ("********", "<your key>", "${TOKEN}", "{{ secret }}", "[redacted]", "YOUR_API_KEY",
+# "your-token-here", "REPLACE_ME", "sk-example-key"), an environment variable's name ("GITHUB_TOKEN") or a reference
+# to one ("os.environ[", "os.getenv(", "process.env.API_KEY").
+_PLACEHOLDER = re.compile(
+    r"(.)\1*|[<{$%\[].*"
+    r"|(?i:hidden|masked|.*[-_]here)\W*"
+    r"|(?i:.*(?:redacted|placeholder|example|replace[-_]?me|change[-_]?me).*)"
+    r"|(?i:(?:.*[-_.])?your[-_.].*)"
+    r"|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+    r"|(?:os\.)?(?:environ\b|getenv\().*|process\.env\..*"
+)
 
 # --- URLs ---------------------------------------------------------------------------------------------------------
 
@@ -223,7 +245,7 @@ def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> 
     gate = _GATE.search
     for item in texts:
         text = item.text
-        lowered = text.lower()
+        lowered = _lower(text)
         if gate(lowered) is not None:
             findings.extend(_scan_text(item, text, lowered, allowed, observations))
     return findings
@@ -235,8 +257,16 @@ def _scan_ungated(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] 
     observations: dict[str, str] = {}
     findings: list[Finding] = []
     for item in texts:
-        findings.extend(_scan_text(item, item.text, item.text.lower(), allowed, observations))
+        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations))
     return findings
+
+
+def _lower(text: str) -> str:
+    """The text lowered position for position: "İ" (U+0130, the one character whose lower case is two) becomes "i",
+    so a match in the lowered text is at the same place in the text (its excerpt in the text's own case, its
+    findings ordered with the others)."""
+    lowered = text.lower()
+    return lowered if len(lowered) == len(text) else text.replace("\u0130", "I").lower()
 
 
 def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations) -> list[Finding]:
@@ -249,12 +279,12 @@ def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations
             continue
         end = start + len(url)
         spans.append((start, end))
-        host, user, password = _url_parts(url, has_scheme=match.lastgroup == "scheme")
+        host, _, password = _url_parts(url, has_scheme=match.lastgroup == "scheme")
         if password:
             credential_spans.append((start, end))
-            masked = url.replace(f"{user}:{password}@", f"{user}:{_mask(password)}@", 1)
             message = f"A URL to {host or 'a host'} carries a user name and password; learned text must not."
-            found.append((start, 1, Finding("secret", CRITICAL, item.where, _cut(masked), message, item.sources)))
+            # _redact masks the password and any other secret in the URL (a key in its query string).
+            found.append((start, 1, Finding("secret", CRITICAL, item.where, _cut(_redact(url)), message, item.sources)))
         elif host and not _allowed(host, allowed):
             kind = "the IP address" if _IP.fullmatch(host) else "the host"
             message = f"A link to {kind} {host}, which is not among the allowed hosts."
@@ -295,8 +325,7 @@ def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations
 def _injection(item: LearnedText, text: str, lowered: str, match: re.Match, observations) -> Finding:
     phrase = " ".join(match.group().split())
     traced = tuple(source for source in item.sources if phrase in _observation(source.observation, observations))
-    # The excerpt in the text's own case, when lowering kept every position (it almost always does).
-    excerpt = _redact(text[match.start() : match.end()] if len(text) == len(lowered) else match.group())
+    excerpt = _redact(text[match.start() : match.end()])  # in the text's own case (_lower keeps positions)
     if traced:
         where = ", ".join(_source_label(source) for source in traced)
         message = f"An instruction-like phrase copied from a tool observation ({where}); an agent may obey it."
@@ -308,7 +337,7 @@ def _injection(item: LearnedText, text: str, lowered: str, match: re.Match, obse
 def _observation(observation: str, cache: dict[str, str]) -> str:
     normal = cache.get(observation)
     if normal is None:
-        normal = cache[observation] = " ".join(observation.lower().split())
+        normal = cache[observation] = " ".join(_lower(observation).split())
     return normal
 
 
@@ -325,7 +354,11 @@ def _high_entropy(token: str) -> float | None:
         return None
     length = len(token)
     entropy = math.log2(length) - sum(count * math.log2(count) for count in Counter(token).values()) / length
-    return entropy if entropy >= ENTROPY_THRESHOLD else None
+    if entropy < ENTROPY_THRESHOLD:
+        return None
+    if len(_CLASS_CHANGE.findall(token)) < CLASS_CHANGE_MIN * len(_ALNUM_PAIR.findall(token)):
+        return None  # a name or a path: its character classes change only where a word or a number starts
+    return entropy
 
 
 def _url_parts(url: str, *, has_scheme: bool) -> tuple[str, str, str]:
@@ -359,7 +392,9 @@ def _mask(secret: str) -> str:
     return secret[: min(4, len(secret) // 2)] + "…"
 
 
-_CREDENTIALS = re.compile(r"(?<=://)([^\s/@:]*:)([^\s/@]+)(?=@)")
+# user:password@ after a scheme or at the start (a URL without one): the password up to the last "@" before the
+# path, as `_url_parts` reads it.
+_CREDENTIALS = re.compile(r"(?:(?<=://)|^)([^\s/?#:]*:)([^\s/?#]+)(?=@)")
 
 
 def _redact(excerpt: str) -> str:
