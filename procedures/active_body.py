@@ -119,6 +119,8 @@ def active_list(intent: str | None, stamps: tuple) -> ActiveList:
 
 
 def _encode(procedures: list) -> bytes:
-    """As django-ninja renders ProcedureListOut: validated from the objects, dumped, JSON with its encoder."""
+    """As django-ninja renders ProcedureListOut: validated from the objects (each with its active version's
+    certificate and coverage flag: two queries), dumped, JSON with its encoder."""
+    selectors.attach_certification(procedures)
     data = ProcedureListOut.model_validate({"items": procedures}).model_dump()
     return json.dumps(data, cls=NinjaJSONEncoder).encode()

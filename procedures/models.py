@@ -23,6 +23,9 @@ class Procedure(models.Model):
         "ProcedureVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     revision = models.PositiveIntegerField(default=0)
+    certification_stamp = models.PositiveIntegerField(
+        default=0, help_text="counts changes to what the active list says of certification (certificates, coverage)"
+    )
     mined_through_run_id = models.BigIntegerField(default=0, help_text="the newest run the last mining considered")
     rubric_floor = models.FloatField(
         null=True,

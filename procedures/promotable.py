@@ -8,14 +8,19 @@ the expected active version, retire the previous one, move the pointer, bump `re
 
 from __future__ import annotations
 
+import json
 from difflib import SequenceMatcher
 from typing import Any
 
+from django.db.models import F
 from django.urls import reverse
 
 from accounts.services import Actor
 from config.parsing import int_or_none
+from intents.taxonomy_selectors import runs_of_intent
+from reviews.activations import activated_since
 from reviews.registry import (
+    ActiveArtifact,
     Choice,
     Description,
     DiffView,
@@ -27,11 +32,14 @@ from reviews.registry import (
     register_kind,
     significant,
 )
+from trajectories.selectors import model_counts, step_observations
+from uplift.core.safety import LearnedText, Source
 
 from .core.replay import HIGHER_IS_BETTER
 from .models import Procedure, ProcedureVersion, ReplayArm, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
 
 KIND = "procedure_version"
+SOURCE_RUNS_READ = 50  # source runs whose steps the safety scan reads for the observations a text may come from
 CASES_SHOWN = 200  # held-out cases listed in a gate snapshot (the total is kept beside them)
 PROPOSABLE = (VersionStatus.CANDIDATE, VersionStatus.REPLAYING, VersionStatus.READY, VersionStatus.FAILED)
 GATE_OF_STATUS: dict[str, tuple[bool | None, str]] = {
@@ -292,6 +300,87 @@ class ProcedureVersionKind(PromotableKind):
 
     def history_url(self, parent_key: str) -> str:
         return reverse("procedures:list")
+
+    # --- certified uplift ---------------------------------------------------------------------------------------
+    def learned_texts(self, candidate_id: str) -> list[LearnedText]:
+        """Every step argument (its value as text), precondition and failure exit of the version. A step's sources
+        are the steps calling the same tool in the first SOURCE_RUNS_READ runs it was mined from, each with its
+        observation (what an injected instruction would have been copied from)."""
+        version = _version(candidate_id)
+        tools = [str(step.get("tool") or "") for step in version.steps]
+        observed: dict[str, list[Source]] = {}
+        for run_id, ordinal, tool, observation in step_observations(
+            version.source_run_ids[:SOURCE_RUNS_READ], [tool for tool in tools if tool]
+        ):
+            observed.setdefault(tool, []).append(Source(run_id=run_id, step=ordinal, observation=observation or ""))
+        texts = []
+        for number, step in enumerate(version.steps, start=1):
+            tool = str(step.get("tool") or "")
+            sources = tuple(observed.get(tool, ()))
+            texts.append(LearnedText(where=f"step {number} tool", text=tool, sources=sources))
+            for key, value in (step.get("arguments") or {}).items():
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+                texts.append(LearnedText(where=f"step {number} ({tool}) argument {key!r}", text=text, sources=sources))
+        sources = tuple(Source(run_id=run_id) for run_id in version.source_run_ids[:SOURCE_RUNS_READ])
+        for what, notes in (("precondition", version.preconditions), ("failure exit", version.failure_exits)):
+            for number, note in enumerate(notes or [], start=1):
+                texts.append(LearnedText(where=f"{what} {number}", text=str(note), sources=sources))
+        return texts
+
+    def active_artifacts(self) -> list[ActiveArtifact]:
+        """Every procedure's active version, with when it was last activated through a review (one query, and one
+        for the activation times)."""
+        procedures = list(
+            Procedure.objects.filter(active_version__isnull=False)
+            .select_related("active_version")
+            .only("pk", "intent", "title", "active_version__number", "active_version__created_at")
+        )
+        since = activated_since(KIND, [str(p.pk) for p in procedures])
+        return [
+            ActiveArtifact(
+                parent_key=str(p.pk),
+                candidate_id=str(p.active_version_id),
+                parent_label=p.title or p.intent,
+                label=p.active_version.label,
+                url=reverse("procedures:version", args=[p.active_version_id]),
+                since=since.get(str(p.pk)),
+            )
+            for p in procedures
+        ]
+
+    def recent_run_models(self, artifact: ActiveArtifact, *, limit: int) -> dict[str, int]:
+        """The newest `limit` production runs of the procedure's intent since its version became active."""
+        procedure = Procedure.objects.filter(pk=int_or_none(artifact.parent_key)).only("intent").first()
+        if procedure is None:
+            return {}
+        runs = runs_of_intent(procedure.intent).runs
+        if artifact.since is not None:
+            runs = runs.filter(created_at__gte=artifact.since)
+        return model_counts(runs, limit=limit)
+
+    def recertify(self, *, actor: Actor, candidate_id: str, model: str | None) -> str:
+        from .errors import ReplayRefused
+        from .version_services import procedure_version_recertify
+
+        version = _version(candidate_id)
+        try:
+            replay = procedure_version_recertify(actor=actor, version=version, model=model)
+        except ReplayRefused as exc:
+            raise ValueError(str(exc)) from None
+        of_model = f" of {model}" if model else ""
+        return (
+            f"{replay.mode} replay #{replay.pk} of {version.label} queued on {len(replay.held_out_run_ids)} fresh"
+            f" run{'s' if len(replay.held_out_run_ids) != 1 else ''}{of_model}"
+        )
+
+    def certification_changed(self, parent_key: str) -> None:
+        """The active list shows the active version's certificate and coverage flag: its stamp moves."""
+        from . import active_body
+
+        pk = int_or_none(parent_key)
+        if pk is not None:
+            Procedure.objects.filter(pk=pk).update(certification_stamp=F("certification_stamp") + 1)
+            active_body.changed()
 
     def demo_candidate(self, *, actor: Actor) -> str | None:
         """seed_demo: the refund procedure's version learnt from the demo runs, replayed and not yet active (never a

@@ -226,6 +226,19 @@ def queue_replay(
     return ReplayRun.objects.defer("held_out_run_ids").get(pk=replay.pk)
 
 
+def queue_replay_on(
+    version: ProcedureVersion, *, mode: str, compared_with_id: int | None, run_ids: list[int]
+) -> ReplayRun:
+    """A new replay of the version on the given held-out runs, compared with the version `compared_with_id` (None:
+    no procedure). The caller enqueues it on commit."""
+    deadline = None
+    if mode == ReplayMode.LIVE:
+        deadline = timezone.now() + timedelta(seconds=settings.WAYMARK_LIVE_REPLAY_SECONDS)
+    return ReplayRun.objects.create(
+        version=version, compared_with_id=compared_with_id, mode=mode, deadline=deadline, held_out_run_ids=run_ids
+    )
+
+
 def modes_to_rerun(version: ProcedureVersion, *, errored_only: bool) -> list[str]:
     """The modes whose newest replay of the version failed (errored or gave up; with errored_only False, also a
     finished replay whose gate failed). Empty while a replay is queued or running."""

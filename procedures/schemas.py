@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictBool, StringConstraints
 
+from uplift.schemas import CertificateSummaryOut, CoverageOut
+
 
 class InputSchema(Schema):
     model_config = ConfigDict(extra="forbid")
@@ -74,6 +76,10 @@ class ProcedureOut(Schema):
     title: str
     revision: int
     active_version: VersionOut | None
+    # The active version's newest certificate ("certified +x, lower bound y, n"), and the agent model most of its
+    # recent runs come from when no passing certificate covers it ("not certified for <model>").
+    certificate: CertificateSummaryOut | None = None
+    not_certified_for: CoverageOut | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 
 from reviews.choices import PromotionStatus
 from reviews.selectors import latest_requests_for
+from uplift import selectors as uplift_selectors
 
 from .mining import intent_key
 from .models import Procedure, ProcedureVersion, ReplayCase, ReplayRun, VersionStatus
@@ -33,27 +34,39 @@ def active_procedures(*, intent: str | None = None) -> list[Procedure]:
 
 def active_etag(procedures: list[Procedure]) -> str:
     """A strong ETag over the active versions' content revisions (and which procedure holds each)."""
-    return active_etag_of([(p.pk, p.revision, p.active_version.content_revision) for p in procedures])
+    return active_etag_of(
+        [(p.pk, p.revision, p.active_version.content_revision, p.certification_stamp) for p in procedures]
+    )
 
 
 def active_etag_of(stamps: list[tuple]) -> str:
-    """active_etag from active_stamps (or any rows starting with id, revision, content revision)."""
-    text = "\n".join(f"{pk}:{revision}:{content_revision}" for pk, revision, content_revision, *_ in stamps)
+    """active_etag from active_stamps (or any rows starting with id, revision, content revision and certification
+    stamp: the certificate shown with an active version is part of what the list says)."""
+    text = "\n".join(
+        f"{pk}:{revision}:{content_revision}:{certified}" for pk, revision, content_revision, certified, *_ in stamps
+    )
     return '"' + hashlib.sha256(text.encode()).hexdigest() + '"'
 
 
 def active_stamps(*, intent: str | None = None) -> list[tuple]:
     """What active_procedures' answer shows changes only with, in its order: per procedure its id, revision, active
-    version's content revision and status, and updated_at. One light query on every agent step (procedures.
-    active_body), so its SQL is compiled by the ORM once per shape and then run on a plain cursor (values as the
-    database driver returns them: compare them only with each other)."""
+    version's content revision, certification stamp, the version's status, and updated_at. One light query on every
+    agent step (procedures.active_body), so its SQL is compiled by the ORM once per shape and then run on a plain
+    cursor (values as the database driver returns them: compare them only with each other)."""
     with_intent = intent is not None
     sql = _STAMPS_SQL.get(with_intent)
     if sql is None:
         rows = Procedure.objects.filter(active_version__isnull=False)
         if with_intent:
             rows = rows.filter(intent="")
-        fields = ("pk", "revision", "active_version__content_revision", "active_version__status", "updated_at")
+        fields = (
+            "pk",
+            "revision",
+            "active_version__content_revision",
+            "certification_stamp",
+            "active_version__status",
+            "updated_at",
+        )
         sql, _ = rows.order_by("intent").values_list(*fields).query.sql_with_params()
         _STAMPS_SQL[with_intent] = sql
     with connection.cursor() as cursor:
@@ -62,6 +75,18 @@ def active_stamps(*, intent: str | None = None) -> list[tuple]:
 
 
 _STAMPS_SQL: dict[bool, str] = {}
+
+
+def attach_certification(procedures: list[Procedure]) -> None:
+    """Set `certificate` (the summary of the active version's newest certificate) and `not_certified_for` (its
+    coverage flag's summary) on each procedure (two queries)."""
+    ids = [str(p.active_version_id) for p in procedures if p.active_version_id]
+    certificates = uplift_selectors.certificates_of(PROMOTION_KIND, ids) if ids else {}
+    flags = uplift_selectors.coverage_flags_of(PROMOTION_KIND, ids) if ids else {}
+    for procedure in procedures:
+        key = str(procedure.active_version_id)
+        procedure.certificate = uplift_selectors.certificate_summary(certificates.get(key))
+        procedure.not_certified_for = uplift_selectors.coverage_summary(flags.get(key))
 
 
 def procedure_by_id(procedure_id: int) -> Procedure:

@@ -10,13 +10,25 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from accounts.services import Actor, audit_record
+from config.parsing import int_or_none
+from intents.taxonomy_selectors import runs_of_intent
+from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset
 
 from .errors import InvalidFloor, MiningError, ReplayRefused, check_operator
 from .mining import content_revision
 from .mining_services import MIN_SUCCESSFUL_RUNS, MineResult, learn_from_split, next_version_number
 from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
-from .replay_services import enqueue_replay_on_commit, modes_to_rerun, queue_replay, requeue_replays
+from .promotable import KIND as PROMOTION_KIND
+from .replay_services import (
+    RESETTLED,
+    enqueue_replay_on_commit,
+    has_live_replay,
+    modes_to_rerun,
+    queue_replay,
+    queue_replay_on,
+    requeue_replays,
+)
 from .split_services import RUN_LISTS, create_with_run_lists, split_runs
 
 
@@ -220,3 +232,68 @@ def rubric_floor_set(*, actor: Actor, procedure: Procedure, floor: float | None)
 def _runs_of_version(version: ProcedureVersion) -> QuerySet:
     """The runs a version was mined from: its training and held-out runs (nothing newer)."""
     return run_queryset().filter(pk__in=sorted({*version.training_run_ids, *version.held_out_run_ids}))
+
+
+FRESH_RUNS = 500  # the newest fresh runs a re-certification replays on
+
+
+def procedure_version_recertify(*, actor: Actor, version: ProcedureVersion, model: str | None = None) -> ReplayRun:
+    """Certify a version again on fresh held-out runs: production runs of its intent received after its newest
+    certificate's split was drawn (after it was mined, when it has none), of `model` only when given, the newest
+    FRESH_RUNS of them with an outcome. What a "not certified for <model>" flag and an exhausted split ask for.
+
+    The replay pairs the version with what it is measured against: the version it replaced when it is the active
+    one (no procedure, when it replaced none), else today's active version (no procedure when none is). Live when
+    the version has been replayed live or has nothing to be paired with offline (a first version: the agent runs
+    with and without it), else offline. Audited as `replay.recertify`. ReplayRefused says why not (a replay still
+    open, no fresh runs)."""
+    check_operator(actor)
+    from reviews.activations import rollback_target
+    from uplift.selectors import latest_certificate
+
+    with transaction.atomic(durable=True):
+        procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
+        current = ProcedureVersion.objects.defer(*RUN_LISTS).get(pk=version.pk)
+        open_replays = ReplayRun.objects.filter(version=current, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING))
+        if open_replays.exists():
+            raise ReplayRefused(f"version {current.number} has a replay queued or running; wait for it")
+        last = latest_certificate(PROMOTION_KIND, str(current.pk))
+        drawn_at = last.split.drawn_at if last is not None else current.created_at
+        runs = runs_of_intent(procedure.intent).runs.filter(
+            created_at__gt=drawn_at, outcome__in=[Outcome.SUCCESS, Outcome.FAILURE]
+        )
+        if model:
+            runs = runs.filter(metadata__model=model)
+        run_ids = sorted(runs.order_by("-id").values_list("pk", flat=True)[:FRESH_RUNS])
+        of_model = f" of model {model}" if model else ""
+        if not run_ids:
+            raise ReplayRefused(
+                f"no fresh run{of_model} of intent {procedure.intent!r} since {drawn_at:%Y-%m-%d %H:%M} UTC to certify"
+                f" v{current.number} on"
+            )
+        if procedure.active_version_id == current.pk:
+            against = int_or_none(rollback_target(PROMOTION_KIND, str(procedure.pk), str(current.pk)))
+        else:
+            against = procedure.active_version_id
+        live = against is None or has_live_replay(current)
+        mode = ReplayMode.LIVE if live else ReplayMode.OFFLINE
+        replay = queue_replay_on(current, mode=mode, compared_with_id=against, run_ids=run_ids)
+        before = current.status
+        if before in RESETTLED:
+            ProcedureVersion.objects.filter(pk=current.pk).update(status=VersionStatus.REPLAYING)
+        audit_record(
+            actor=actor,
+            verb="replay.recertify",
+            target=current,
+            before={"status": before},
+            after={
+                "replay": replay.pk,
+                "mode": mode,
+                "model": model or None,
+                "fresh_runs": len(run_ids),
+                "since": drawn_at.isoformat(),
+                "compared_with": against,
+            },
+        )
+        enqueue_replay_on_commit(replay)
+    return replay

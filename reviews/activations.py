@@ -29,3 +29,17 @@ def history(kind: str, parent_key: str, *, limit: int = 50) -> QuerySet[Activati
         .select_related("request", "activated_by")
         .order_by("-activated_at", "-id")[:limit]
     )
+
+
+def activated_since(kind: str, parent_keys: list[str]) -> dict:
+    """When each parent's current active version was last activated through a review (one query); parents never
+    activated through one are left out."""
+    found: dict = {}
+    rows = (
+        Activation.objects.filter(kind=kind, parent_key__in=parent_keys)
+        .order_by("parent_key", "-activated_at", "-id")
+        .values_list("parent_key", "activated_at")
+    )
+    for parent_key, activated_at in rows:
+        found.setdefault(parent_key, activated_at)
+    return found

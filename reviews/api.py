@@ -62,6 +62,8 @@ def promotion_out(user, request: PromotionRequest) -> dict:
             "metrics": gate.get("metrics") or [],
             "cases": gate.get("cases") or [],
             "cases_total": gate.get("cases_total") or len(gate.get("cases") or []),
+            "certificate": gate.get("certificate"),
+            "safety": gate.get("safety"),
         },
         "override": (
             {"by": request.override_by.username, "reason": request.override_reason, "at": request.overridden_at}

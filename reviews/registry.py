@@ -93,6 +93,19 @@ class GateEvidence:
         }
 
 
+@dataclass(frozen=True)
+class ActiveArtifact:
+    """One parent's active version, as the model-coverage check (uplift) reads it: which runs came under it is the
+    kind's to say (PromotableKind.recent_run_models)."""
+
+    parent_key: str
+    candidate_id: str
+    parent_label: str
+    label: str
+    url: str
+    since: Any  # when it became active (a datetime), None when unknown
+
+
 def significant(value: Any, digits: int = 3) -> str:
     """A number rounded to `digits` significant digits for people (`0.667`, `12.3`, `1.2e+03`); text otherwise."""
     if isinstance(value, bool) or value is None:
@@ -179,6 +192,32 @@ class PromotableKind(ABC):
 
     def demo_candidate(self, *, actor: Any) -> str | None:
         """seed_demo only (optional): a candidate worth proposing in the demo, created by the owning app if needed."""
+        return None
+
+    # --- certified uplift (uplift: certificates, the safety scan, model coverage) -------------------------------
+    def learned_texts(self, candidate_id: str) -> list[Any]:
+        """The candidate's text agents will read, as uplift.core.safety.LearnedText (where, text, sources: the runs
+        and steps it was learnt from, with their observations, where they can be traced). Scanned before review."""
+        return []
+
+    def active_artifacts(self) -> list[ActiveArtifact]:
+        """Every parent's active version (a bounded number of queries)."""
+        return []
+
+    def recent_run_models(self, artifact: ActiveArtifact, *, limit: int) -> dict[str, int]:
+        """How many of the newest `limit` production runs made under `artifact` came from each agent model
+        (runs naming no model left out)."""
+        return {}
+
+    def recertify(self, *, actor: Any, candidate_id: str, model: str | None) -> str:
+        """Start the candidate's paired evaluation again on fresh runs (runs received after its last certificate's
+        split was drawn; of `model` only when given). Returns a sentence saying what was started; raises
+        NotImplementedError when the kind cannot, ValueError (with the reason) when it cannot now."""
+        raise NotImplementedError(f"{self.label or self.key} candidates cannot be certified again")
+
+    def certification_changed(self, parent_key: str) -> None:
+        """Called inside the transaction that issued a certificate or changed a coverage flag of `parent_key`'s
+        artifacts, so a kind whose agents' answers show them can refresh what it caches."""
         return None
 
 

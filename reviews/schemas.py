@@ -9,6 +9,7 @@ from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, StrictBool, StringConstraints
 
 from config.text import require_plain_identifier
+from uplift.schemas import CertificateSummaryOut, SafetyOut
 
 
 class InputSchema(Schema):
@@ -68,6 +69,8 @@ class GateOut(Schema):
     metrics: list[MetricOut] = []
     cases: list[CaseOut] = []
     cases_total: int = 0
+    certificate: CertificateSummaryOut | None = None  # the candidate's newest with-versus-without certificate
+    safety: SafetyOut | None = None  # the scan of its learned text (null on requests older than the scan)
 
 
 class OutcomeOut(Schema):

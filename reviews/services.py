@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from uplift import selectors as uplift_selectors
 
 from . import activations, webhooks
 from .access import active_user, four_eyes, require_admin
@@ -139,6 +140,25 @@ def promotion_supersede_stale(*, actor: Actor, kind: str, parent_key: str) -> in
 
 
 # --- propose ---------------------------------------------------------------------------------------------------------
+def gate_snapshot(promotable: PromotableKind, candidate_id: str) -> dict:
+    """What a request records of its candidate's evidence when proposed: the kind's gate, the candidate's newest
+    certificate (uplift; the kind's gate already counts whether it passed) and the safety scan of its learned text.
+    A critical safety finding fails the gate like a failing check: approval then needs an admin's override."""
+    snapshot = promotable.gate_evidence(candidate_id).as_json()
+    snapshot["certificate"] = uplift_selectors.certificate_summary(
+        uplift_selectors.latest_certificate(promotable.key, candidate_id)
+    )
+    scan = uplift_selectors.safety_report(promotable.learned_texts(candidate_id))
+    snapshot["safety"] = scan
+    if scan["critical"]:
+        plural = "s" if scan["critical"] != 1 else ""
+        snapshot["passing"] = False
+        snapshot["summary"] = f"{scan['critical']} critical safety finding{plural} in the learned text; " + str(
+            snapshot.get("summary") or ""
+        )
+    return snapshot
+
+
 def promotion_propose(
     *, actor: Actor, kind: str, candidate_id: str, rationale: str, is_rollback: bool = False
 ) -> PromotionRequest:
@@ -151,7 +171,7 @@ def promotion_propose(
     candidate_id = str(candidate_id).strip()
     try:
         description = promotable.describe(candidate_id)
-        gate = promotable.gate_evidence(candidate_id)
+        snapshot = gate_snapshot(promotable, candidate_id)
     except UnknownCandidate as exc:
         raise NotFound(str(exc) or f"no {kind} {candidate_id}", code="unknown_candidate") from None
     active = promotable.current_active(description.parent_key)
@@ -171,7 +191,7 @@ def promotion_propose(
                 is_rollback=is_rollback,
                 proposer=user,
                 rationale=rationale,
-                gate_snapshot=gate.as_json(),
+                gate_snapshot=snapshot,
                 required_approvals=promotable.approvals_required,
             )
             audit_record(
@@ -185,7 +205,9 @@ def promotion_propose(
                     "replaces": active,
                     "replaces_label": _label(kind, active, none="") or None,
                     "is_rollback": is_rollback,
-                    "gate_passing": gate.passing,
+                    "gate_passing": snapshot["passing"],
+                    "certified": (snapshot["certificate"] or {}).get("passed"),
+                    "critical_findings": snapshot["safety"]["critical"],
                 },
             )
     except IntegrityError:

@@ -500,6 +500,30 @@ def run_models(run_ids: Sequence[int]) -> dict[int, str]:
     return found
 
 
+def step_observations(run_ids: Sequence[int], tools: Sequence[str], *, limit: int = 2000) -> list[tuple]:
+    """(run id, ordinal, tool, observation) of the steps of `run_ids` that call one of `tools`, in run and ordinal
+    order, at most `limit` (one query): where a learned text's sources can be read."""
+    if not run_ids or not tools:
+        return []
+    rows = (
+        Step.objects.filter(run_id__in=sorted(set(run_ids)), tool__in=sorted(set(tools)))
+        .order_by("run_id", "ordinal")
+        .values_list("run_id", "ordinal", "tool", "observation")
+    )
+    return list(rows[:limit])
+
+
+def model_counts(runs: QuerySet[Run], *, limit: int) -> dict[str, int]:
+    """How many of the newest `limit` runs of `runs` came from each agent model (`metadata.model`; runs naming none
+    left out). One query."""
+    newest = runs.order_by("-id").values_list("metadata__model", flat=True)[:limit]
+    counts: dict[str, int] = {}
+    for model in newest:
+        if isinstance(model, str) and model:
+            counts[model[:200]] = counts.get(model[:200], 0) + 1
+    return counts
+
+
 def run_with_steps(run_id: int) -> Run:
     """The run with its steps prefetched (two queries); Http404 when it does not exist."""
     return get_object_or_404(Run.objects.defer("search_document").prefetch_related("steps"), pk=run_id)

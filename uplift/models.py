@@ -124,3 +124,32 @@ class CertificationPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"certification policy of {self.kind} {self.parent_key or '(every parent)'}"
+
+
+class CoverageFlag(models.Model):
+    """An active artifact whose recent production runs come mostly from an agent model no passing certificate of it
+    was measured with (uplift.core.coverage): "not certified for <model>". One row per flagged parent, written and
+    removed by uplift.services.coverage_check; a parent with no row is covered."""
+
+    kind = models.CharField(max_length=60)
+    parent_key = models.CharField(max_length=200)
+    candidate_id = models.CharField(max_length=64, help_text="the active version flagged")
+    parent_label = models.CharField(max_length=200, blank=True)
+    label = models.CharField(max_length=100, blank=True)
+    url = models.CharField(max_length=500, blank=True)
+    model = models.CharField(max_length=200, help_text="the agent model most recent runs come from")
+    share = models.FloatField(help_text="its share of the recent runs naming a model")
+    runs = models.PositiveIntegerField(help_text="recent runs naming a model")
+    failed_certificate = models.ForeignKey(
+        Certificate, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="the newest certificate measured with the model, when it did not pass",
+    )  # fmt: skip
+    flagged_at = models.DateTimeField(auto_now_add=True)
+    checked_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "parent_key"]
+        constraints = [models.UniqueConstraint(fields=["kind", "parent_key"], name="uplift_coverage_flag_parent")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.parent_key} {self.label}: not certified for {self.model}"

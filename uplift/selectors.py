@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from .core import safety
 from .core.policy import Policy
-from .models import Certificate, CertificationPolicy, CriticalTask, HeldOutSplit, SplitDecision
+from .models import Certificate, CertificationPolicy, CoverageFlag, CriticalTask, HeldOutSplit, SplitDecision
+
+FINDINGS_KEPT = 100  # findings a review snapshot keeps (the totals count them all)
 
 POLICY_FIELDS = tuple(Policy().to_document())
 
@@ -86,4 +89,64 @@ def certificate_summary(certificate: Certificate | None) -> dict | None:
         "against": "the version it replaces" if certificate.replaces_id else "no artifact",
         "sentence": certificate.sentence,
         "digest": certificate.digest,
+    }
+
+
+def certified_models(kind: str, candidate_ids: list[str]) -> dict[str, set[str]]:
+    """Per candidate, the agent models its passing certificates were measured with (one query)."""
+    found: dict[str, set[str]] = {str(c): set() for c in candidate_ids}
+    rows = Certificate.objects.filter(kind=kind, candidate_id__in=list(found), passed=True).values_list(
+        "candidate_id", "agent_models"
+    )
+    for candidate_id, models in rows:
+        found[candidate_id].update(m for m in models or [] if isinstance(m, str))
+    return found
+
+
+def latest_certificates_with_model(kind: str, candidate_id: str, model: str) -> Certificate | None:
+    """The newest certificate of the candidate measured with `model`."""
+    for row in Certificate.objects.filter(kind=kind, candidate_id=str(candidate_id)).order_by("-id")[:50]:
+        if model in (row.agent_models or []):
+            return row
+    return None
+
+
+def coverage_flags(kind: str | None = None) -> list[CoverageFlag]:
+    """Active artifacts flagged "not certified for <model>" (one query)."""
+    rows = CoverageFlag.objects.select_related("failed_certificate")
+    if kind is not None:
+        rows = rows.filter(kind=kind)
+    return list(rows.order_by("kind", "parent_label", "parent_key"))
+
+
+def coverage_flags_of(kind: str, candidate_ids: list[str]) -> dict[str, CoverageFlag]:
+    """The flag of each candidate that has one (one query)."""
+    rows = CoverageFlag.objects.filter(kind=kind, candidate_id__in=[str(c) for c in candidate_ids])
+    return {row.candidate_id: row for row in rows}
+
+
+def coverage_summary(flag: CoverageFlag | None) -> dict | None:
+    """What the API and pages say of a flag: {"model", "share", "runs", "failed_certificate_id"} or None."""
+    if flag is None:
+        return None
+    return {
+        "model": flag.model,
+        "share": flag.share,
+        "runs": flag.runs,
+        "failed_certificate_id": flag.failed_certificate_id,
+    }
+
+
+def safety_report(texts: list[safety.LearnedText]) -> dict:
+    """The safety scan of a candidate's learned text, as a review snapshot keeps it: how many texts were scanned,
+    the critical findings and warnings counted, and the first FINDINGS_KEPT findings (critical first)."""
+    findings = safety.scan(texts, allowed_hosts=settings.WAYMARK_LEARNED_TEXT_HOSTS)
+    ordered = sorted(findings, key=lambda finding: finding.severity != safety.CRITICAL)  # stable: input order kept
+    critical = len(safety.critical(findings))
+    return {
+        "scanned": len(texts),
+        "critical": critical,
+        "warnings": len(findings) - critical,
+        "findings": [finding.to_document() for finding in ordered[:FINDINGS_KEPT]],
+        "allowed_hosts": list(settings.WAYMARK_LEARNED_TEXT_HOSTS),
     }

@@ -13,6 +13,7 @@ so an evaluation finished twice after a crash is certified once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -20,15 +21,18 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from accounts.services import Actor, audit_record
+from reviews import registry
 
 from .core.certificate import PairedTask, certify
+from .core.coverage import coverage
 from .core.policy import Policy, judge
 from .core.reuse import SplitBudget
-from .models import Certificate, CertificationPolicy, CriticalTask, HeldOutSplit, SplitDecision
-from .selectors import critical_task_keys, policy_for
+from .models import Certificate, CertificationPolicy, CoverageFlag, CriticalTask, HeldOutSplit, SplitDecision
+from .selectors import certified_models, critical_task_keys, latest_certificates_with_model, policy_for
 
 MAX_TASK_KEY = 200
 
@@ -48,6 +52,15 @@ class SplitExhausted(Exception):
 
 class UpliftInvalid(ValueError):
     """A policy or a tag that cannot be stored; the message says why. Nothing was written."""
+
+
+class UpliftNotAllowed(PermissionError):
+    """The actor lacks the role the change needs (the operator's)."""
+
+
+def _check_operator(actor: Actor) -> None:
+    if actor.user is not None and not actor.user.may_operate:
+        raise UpliftNotAllowed("this needs the operator role")
 
 
 def split_key(task_ids: Iterable[str]) -> str:
@@ -159,7 +172,21 @@ def certificate_issue(
                 "breakages": certificate.breakages,
             },
         )
+        _kind_changed(kind, parent_key)
+        if CoverageFlag.objects.filter(kind=kind, candidate_id=candidate_id).exists():
+            transaction.on_commit(lambda: _coverage_check_later(kind))
     return row
+
+
+def _kind_changed(kind: str, parent_key: str) -> None:
+    with contextlib.suppress(registry.UnknownKind):
+        registry.get_kind(kind).certification_changed(parent_key)
+
+
+def _coverage_check_later(kind: str) -> None:
+    from .tasks import coverage_check
+
+    coverage_check.delay(kind)
 
 
 def split_decision_record(
@@ -194,7 +221,107 @@ def split_decision_record(
     return decision
 
 
+def coverage_check(*, actor: Actor | None = None, kind: str | None = None) -> dict[str, int]:
+    """Flag every active artifact whose recent production runs come mostly from an agent model no passing
+    certificate of it covers (uplift.core.coverage), and clear the flags that no longer hold. One transaction per
+    change, audited (`coverage.flag` / `coverage.clear`). Returns {"checked", "flagged", "cleared"}."""
+    actor = actor or Actor.system()
+    counts = {"checked": 0, "flagged": 0, "cleared": 0}
+    for promotable in registry.kinds():
+        if kind is not None and promotable.key != kind:
+            continue
+        artifacts = promotable.active_artifacts()
+        certified = certified_models(promotable.key, [artifact.candidate_id for artifact in artifacts])
+        active_parents = set()
+        for artifact in artifacts:
+            counts["checked"] += 1
+            active_parents.add(artifact.parent_key)
+            recent = promotable.recent_run_models(artifact, limit=settings.WAYMARK_COVERAGE_RUNS)
+            found = coverage(recent, certified.get(artifact.candidate_id, set()))
+            if found.flagged:
+                counts["flagged"] += _flag(actor, promotable.key, artifact, found)
+            else:
+                counts["cleared"] += _clear(actor, promotable.key, artifact.parent_key, why="covered")
+        stale = CoverageFlag.objects.filter(kind=promotable.key).exclude(parent_key__in=active_parents)
+        for parent_key in stale.values_list("parent_key", flat=True):
+            counts["cleared"] += _clear(actor, promotable.key, parent_key, why="no active version")
+    return counts
+
+
+def _flag(actor: Actor, kind: str, artifact: registry.ActiveArtifact, found) -> int:
+    """Write the flag (1 when it is new or names another model or version, else 0)."""
+    failed = latest_certificates_with_model(kind, artifact.candidate_id, found.model)
+    fields = {
+        "candidate_id": artifact.candidate_id,
+        "parent_label": artifact.parent_label[:200],
+        "label": artifact.label[:100],
+        "url": artifact.url[:500],
+        "model": found.model[:200],
+        "share": found.share,
+        "runs": found.runs,
+        "failed_certificate": failed if failed is not None and not failed.passed else None,
+    }
+    with transaction.atomic(durable=True):
+        row = CoverageFlag.objects.select_for_update().filter(kind=kind, parent_key=artifact.parent_key).first()
+        new = row is None or (row.model, row.candidate_id) != (fields["model"], fields["candidate_id"])
+        if row is None:
+            row = CoverageFlag.objects.create(kind=kind, parent_key=artifact.parent_key, **fields)
+        else:
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.save()
+        if new:
+            audit_record(
+                actor=actor,
+                verb="coverage.flag",
+                target=row,
+                after={"candidate": artifact.candidate_id, "model": row.model, "share": round(row.share, 3)},
+            )
+            _kind_changed(kind, artifact.parent_key)
+    return int(new)
+
+
+def _clear(actor: Actor, kind: str, parent_key: str, *, why: str) -> int:
+    with transaction.atomic(durable=True):
+        row = CoverageFlag.objects.select_for_update().filter(kind=kind, parent_key=parent_key).first()
+        if row is None:
+            return 0
+        audit_record(
+            actor=actor,
+            verb="coverage.clear",
+            target=row,
+            before={"candidate": row.candidate_id, "model": row.model},
+            after={"why": why},
+        )
+        row.delete()
+        _kind_changed(kind, parent_key)
+    return 1
+
+
+def recertification_start(*, actor: Actor, kind: str, candidate_id: str, model: str | None = None) -> str:
+    """An operator starts a candidate's paired evaluation again on fresh runs (of `model` only, when given): what a
+    "not certified for <model>" flag or an exhausted split asks for. The owning kind queues the evaluation and
+    audits it; the sentence it returns says what was started. UpliftInvalid says why it cannot."""
+    _check_operator(actor)
+    model = (model or "").strip() or None
+    if model is not None and len(model) > 200:
+        raise UpliftInvalid("a model name is at most 200 characters")
+    try:
+        promotable = registry.get_kind(kind)
+    except registry.UnknownKind as exc:
+        raise UpliftInvalid(str(exc)) from None
+    try:
+        return promotable.recertify(actor=actor, candidate_id=str(candidate_id), model=model)
+    except NotImplementedError as exc:
+        raise UpliftInvalid(str(exc)) from None
+    except registry.UnknownCandidate as exc:
+        raise UpliftInvalid(str(exc) or f"no {kind} {candidate_id}") from None
+    except ValueError as exc:
+        raise UpliftInvalid(str(exc)) from None
+
+
 def critical_task_tag(*, actor: Actor, kind: str, parent_key: str, task_key: str, reason: str = "") -> CriticalTask:
+    _check_operator(actor)
     task_key = (task_key or "").strip()
     if not task_key or len(task_key) > MAX_TASK_KEY:
         raise UpliftInvalid(f"a task key is 1 to {MAX_TASK_KEY} characters")
@@ -211,6 +338,7 @@ def critical_task_tag(*, actor: Actor, kind: str, parent_key: str, task_key: str
 
 
 def critical_task_untag(*, actor: Actor, kind: str, parent_key: str, task_key: str) -> bool:
+    _check_operator(actor)
     with transaction.atomic(durable=True):
         row = CriticalTask.objects.filter(kind=kind, parent_key=parent_key, task_key=task_key).first()
         if row is None:
@@ -223,6 +351,7 @@ def critical_task_untag(*, actor: Actor, kind: str, parent_key: str, task_key: s
 def policy_set(*, actor: Actor, kind: str, parent_key: str = "", **fields: Any) -> CertificationPolicy:
     """Set the policy of `kind` for `parent_key` ("" for every parent of the kind); unknown or bad values raise
     UpliftInvalid."""
+    _check_operator(actor)
     current = policy_for(kind, parent_key).to_document()
     unknown = sorted(set(fields) - set(current))
     if unknown:

@@ -317,6 +317,13 @@ ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 # (non-inferiority with a 2-point margin, n >= 10, alpha 0.05 per held-out split, 20 decisions a split). Operators set
 # a policy per kind and parent on the policy page; this is the fallback when none is set.
 WAYMARK_CERTIFICATION_POLICY: dict = {}
+# The safety scan of learned text (uplift.core.safety): hosts a learned URL may name without a finding (a host allows
+# its subdomains), comma-separated.
+WAYMARK_LEARNED_TEXT_HOSTS = env_list("WAYMARK_LEARNED_TEXT_HOSTS")
+# The model-coverage check (uplift.core.coverage): how many of an active artifact's newest production runs it reads,
+# and how often beat runs it.
+WAYMARK_COVERAGE_RUNS = env_int("WAYMARK_COVERAGE_RUNS", 200)
+CELERY_BEAT_SCHEDULE["check-model-coverage"] = {"task": "uplift.coverage_check", "schedule": timedelta(minutes=10)}
 
 WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-6")
 WAYMARK_MODEL_TIMEOUT = float(env_str("WAYMARK_MODEL_TIMEOUT", "60"))

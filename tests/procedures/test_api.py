@@ -99,7 +99,7 @@ def test_version_list_queries_stay_bounded(
     token = make_token(viewer, "procedures:read")
     with django_assert_max_num_queries(6):
         assert api_client.get(f"{LIST}/{active.procedure_id}/versions", token=token).status_code == 200
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(6):  # the body built: +2 for the certificates and the coverage flags
         assert api_client.get(LIST, token=token).status_code == 200
 
 
