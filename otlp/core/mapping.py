@@ -32,8 +32,8 @@ from typing import Any
 
 from .conventions.messages import first_user_text
 from .outcome import outcome
-from .spans import SpanRecord, clean_text
-from .steps import CallIndex, input_messages, message_steps, tool_name, tool_step
+from .spans import STATUS_ERROR, SpanRecord, clean_text
+from .steps import CallIndex, error_text, input_messages, message_steps, tool_name, tool_step
 from .tree import OPENINFERENCE_KIND, OPERATION, ancestor_in, descends_from, order, role
 from .values import (
     MAX_COST,
@@ -379,6 +379,8 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
     declared_usage = usage(run_span) if run_span is not None and role(run_span) == "agent" else Usage()
     if not declared_usage.empty:
         otlp["agent_usage"] = declared_usage.as_dict()
+    if run_outcome == "failure" and (error := _run_error(run_span, root, by_id)):
+        otlp["error"] = error[:METADATA_MAX_CHARS]
     if problems:
         otlp["problems"] = [p[:METADATA_MAX_CHARS] for p in problems]
     if inferred:
@@ -413,6 +415,14 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
     if run["score"] is not None and not math.isfinite(run["score"]):
         run["score"] = None
     return TraceMapping(trace_id=trace_id, run=run, problems=tuple(problems), span_ids=span_ids)
+
+
+def _run_error(run_span: SpanRecord | None, root: SpanRecord | None, by_id: dict[str, SpanRecord]) -> str:
+    """What ended a failed run: the error of the run span or the root span (an exception that left the agent's loop),
+    else of the first span in ERROR (a model call the provider refused); "" when no span says."""
+    heads = [s for s in (run_span, root) if s is not None]
+    failed = sorted((s for s in by_id.values() if s.status_code == STATUS_ERROR), key=order)
+    return next((text for text in map(error_text, [*heads, *failed]) if text), "")
 
 
 def _nanos(moment_value: Any) -> int:

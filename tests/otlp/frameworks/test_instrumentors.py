@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import requests
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import Status, StatusCode
 
 from otlp.models import Trace, TraceStatus
+from tests.otlp.agents import OTLP_PATH
 from trajectories.models import Run
 
 from .expect import LOOKUP, POLICY, REFUND, REFUNDED, TASK, assert_steps, assert_usage, stored
@@ -169,6 +174,50 @@ def test_a_model_call_seen_by_two_instrumentations_counts_once(
     assert_usage(run, steps, script, [[0], [1, 2]])  # 390 + 63 tokens, not twice that
 
 
+def check_the_failed_run(sent, script, error: str):
+    """A loop whose second model call the provider refused: one run, a failure that keeps the error, the task, the
+    one step the first call asked for (its result was sent with the refused call), that call's tokens and cost."""
+    run, steps = check_the_run(sent, script, outcome="failure")
+    assert run.metadata["otlp"]["run_span"]["name"] == "refund request"
+    assert run.metadata["otlp"]["error"] == error
+    assert_steps(steps, [(*LOOKUP, POLICY, True)])
+    assert_usage(run, steps, script, [[0]])  # the refused call spent nothing
+    return run
+
+
+def test_a_failing_openai_v2_loop_is_a_failure_that_keeps_the_error(
+    openai_v2, clients, stand_in, tracer_provider, record, live_server, agent_token
+):
+    import openai
+
+    script = stand_in.play(Script(calls=[LOOKUP, REFUND], fail_at=1))
+    loop = in_a_span(tracer_provider, openai_loop, clients["openai"])
+    sent = record(loop, url=live_server.url, token=agent_token, expect_error=openai.BadRequestError)
+    refused = [s for s in sent.spans if s.status.status_code == StatusCode.ERROR and s.name.startswith("chat ")]
+    assert len(refused) == 1 and refused[0].attributes["error.type"]  # the GenAI span of the refused call
+    check_the_failed_run(sent, script, "openai.BadRequestError: Error code: 400 - stand-in: the request was refused")
+
+
+def test_a_failing_anthropic_loop_under_two_instrumentations_counts_its_tokens_once(
+    openinference_anthropic, clients, stand_in, tracer_provider, record, live_server, agent_token
+):
+    import anthropic
+
+    script = stand_in.play(Script(calls=[LOOKUP, REFUND], fail_at=1))
+    loop = in_a_span(tracer_provider, anthropic_loop, clients["anthropic"])
+    sent = record(loop, url=live_server.url, token=agent_token, expect_error=anthropic.BadRequestError)
+    sdk_spans = [s for s in sent.spans if s.instrumentation_scope.name == "com.anthropic.sdk.python"]
+    assert [s.status.status_code for s in sdk_spans] == [StatusCode.OK, StatusCode.ERROR]  # each call seen twice
+    run = check_the_failed_run(
+        sent,
+        script,
+        "anthropic.BadRequestError: Error code: 400 - {'type': 'error', 'error': "
+        "{'type': 'invalid_request_error', 'message': 'stand-in: the request was refused'}}",
+    )
+    assert run.metadata["otlp"]["nested_model_spans"] == 2
+    assert run.total_tokens == sum(script.usage(0))  # 120 + 20, not twice that
+
+
 def test_a_failing_loop_is_a_failure(
     openinference_openai, clients, stand_in, tracer_provider, record, live_server, agent_token
 ):
@@ -184,10 +233,24 @@ def test_a_failing_loop_is_a_failure(
     assert run.metadata["otlp"]["run_span"]["name"] == "refund request"
 
 
+class AnswerKeeper(requests.Session):
+    """The exporter's HTTP session, keeping each answer the collector sent back (the exporter itself only says
+    SUCCESS or FAILURE)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[requests.Response] = []
+
+    def request(self, *args, **kwargs):
+        response = super().request(*args, **kwargs)
+        self.answers.append(response)
+        return response
+
+
 def test_a_lone_model_call_is_refused_with_the_reason(
     openinference_openai, clients, stand_in, tracer_provider, live_server, agent_token
 ):
-    from .conftest import RECORDER, export
+    from .conftest import RECORDER
 
     stand_in.play(Script(calls=[LOOKUP]))
     RECORDER.take()
@@ -198,8 +261,31 @@ def test_a_lone_model_call_is_refused_with_the_reason(
         tracer_provider.force_flush()
     finally:
         RECORDER.recording = False
-    sent = export(RECORDER.take(), url=live_server.url, token=agent_token)
+    spans = RECORDER.take()
+    # One model call and nothing around it (seen by each instrumentation this module turned on: nested spans).
+    roots = [s for s in spans if s.parent is None]
+    assert len(roots) == 1 and {s.context.trace_id for s in spans} == {roots[0].context.trace_id}
+    trace_id = format(roots[0].context.trace_id, "032x")
+
+    session = AnswerKeeper()
+    exporter = OTLPSpanExporter(
+        endpoint=live_server.url + OTLP_PATH,
+        headers={"Authorization": f"Bearer {agent_token}"},
+        timeout=10,
+        session=session,
+    )
+    assert exporter.export(spans) == SpanExportResult.SUCCESS  # a partial success is a 200
+    exporter.shutdown()
+
+    (answer,) = session.answers
+    assert (answer.status_code, answer.headers["Content-Type"]) == (200, "application/x-protobuf")
+    partial = ExportTraceServiceResponse.FromString(answer.content).partial_success
+    assert partial.rejected_spans == len(spans)
+    assert partial.error_message.startswith(f"trace {trace_id}: a lone model call ({roots[0].name!r})")
+    assert "Waymark does not store a run per model call" in partial.error_message
+    assert "start one span around each agent run" in partial.error_message
+
     assert not Run.objects.exists()
-    trace = Trace.objects.get(trace_id=sent.trace_id)
+    trace = Trace.objects.get(trace_id=trace_id)
     assert trace.status == TraceStatus.DISCARDED
-    assert "a lone model call" in trace.problems[0] and "one span around each agent run" in trace.problems[0]
+    assert trace.problems == [partial.error_message]
