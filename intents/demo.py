@@ -317,6 +317,7 @@ def _analysis(*, actor: Actor, agent: Actor, bounds: tuple[datetime, datetime]) 
         WindowAnalysis.objects.filter(window_start=start, window_end=end, created_by=actor.user).order_by("id").first()
     )
     if existing is not None:
+        windows.novelty_alerts_restore(actor=actor, analysis=existing)  # an alert of it someone deleted
         return existing, False
     if not only_demo_candidates_in(start, end, agent=agent):
         return None, False

@@ -320,6 +320,23 @@ def _raise_alerts(analysis: WindowAnalysis, novelty: list[dict[str, Any]], thres
     return len(rows)
 
 
+def novelty_alerts_restore(*, actor: Actor, analysis: WindowAnalysis) -> int:
+    """Raise again the alerts of `analysis` that are gone: one per novel candidate of its stored novelty that no alert
+    names (someone deleted it). Nothing is measured again: the analysis is immutable and its novelty rows say which
+    candidates were novel. The number raised; 0 (nothing written) when none is missing. seed_demo completes a demo
+    whose alert was deleted with it (intents.demo)."""
+    novel = [row["candidate_id"] for row in analysis.novelty if row.get("novel")]
+    if NoveltyAlert.objects.filter(candidate_id__in=novel).count() == len(novel):
+        return 0  # none missing (the usual case: one read, nothing written)
+    with transaction.atomic(durable=True):
+        raised = _raise_alerts(analysis, analysis.novelty, analysis.novelty_threshold)
+        if raised:
+            audit_record(
+                actor=actor, verb="intent_window.alerts_restore", target=analysis, after={"alerts_raised": raised}
+            )
+    return raised
+
+
 # -- drift between two analyses ---------------------------------------------------------------------------------------
 
 

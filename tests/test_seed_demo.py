@@ -191,11 +191,55 @@ def test_seeding_again_after_the_user_deleted_the_demo_runs_completes(db, var_di
     assert "failed" not in output and errors == ""
     assert Run.objects.filter(source="demo-support-agent").count() == 36
     assert WindowAnalysis.objects.count() == 2 and DriftReport.objects.count() == 1
+    assert NoveltyAlert.objects.count() == 1 and "1 novelty alert(s)" in output
     assert_the_users_runs_were_left_alone()
     client = Client()
     assert client.login(username="otto", password=DEMO_PASSWORD)
     for page in ("/", "/trajectories/", "/procedures/", "/intents/", "/reviews/", "/graphs/"):
         assert client.get(page).status_code == 200, page
+
+
+def demo_rows() -> dict[str, int]:
+    """every_table() less what each seeding adds however it went (its audit events and model calls) and sessions."""
+    left_out = ("accounts.AuditEvent", "llm.ModelCall", "sessions.Session")
+    return {label: rows for label, rows in every_table().items() if label not in left_out}
+
+
+def test_seeding_again_after_the_user_deleted_the_demos_alert_drift_report_and_users_recreates_them(db, var_dir):
+    from intents.demo import NOVEL_LABEL
+    from intents.window_models import DriftReport, NoveltyAlert
+
+    seed()
+    push_user_runs(300)
+    seeded = demo_rows()
+    (alert,) = NoveltyAlert.objects.all()
+    NoveltyAlert.objects.all().delete()
+    DriftReport.objects.all().delete()
+    User.objects.filter(username__in=["vera", "admin"]).delete()  # the demo users nothing refers to yet
+
+    output, errors = seed_with_errors()
+
+    assert "failed" not in output and errors == ""
+    assert "1 novelty alert(s)" in output and "drift report" in output and "users: 2 created (admin, vera)" in output
+    assert demo_rows() == seeded  # the demo whole again, nothing more
+    (again,) = NoveltyAlert.objects.all()
+    assert (again.candidate_id, again.label, again.analysis_id, again.status) == (
+        alert.candidate_id,
+        NOVEL_LABEL,
+        alert.analysis_id,
+        "open",
+    )
+    assert AuditEvent.objects.filter(verb="intent_window.alerts_restore").count() == 1
+    assert User.objects.get(username="admin").is_superuser and User.objects.get(username="vera").check_password(
+        DEMO_PASSWORD
+    )
+    client = Client()
+    assert client.login(username="otto", password=DEMO_PASSWORD)
+    assert NOVEL_LABEL in client.get("/intents/windows/alerts/").content.decode()
+    assert_the_users_runs_were_left_alone()
+
+    seed()
+    assert demo_rows() == seeded  # and a next seeding writes nothing
 
 
 def test_seeding_twice_with_the_users_runs_stored_changes_nothing_the_second_time(db, var_dir):
