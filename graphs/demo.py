@@ -15,6 +15,12 @@ DEMO_SLUG = "two-hop-qa"
 DEMO_TITLE = "Two-hop question answering"
 DEMO_TASK = "two-hop question answering over a small corpus"
 DEMO_TOOLS = ("search", "read", "answer")
+# The demo's certification policy (issue 26): its validation set is spec §10's four questions, on which no interval
+# says anything (four paired ties give [-1, 1] at the split's level), so the demo workspace asks what four tasks can
+# show: no net regression, no critical breakage, n >= 4; the bound is switched off (margin 1). Production workspaces
+# keep the default policy (non-inferiority by 2 points, n >= 10).
+DEMO_POLICY = {"mode": "non_inferiority", "margin": 1.0, "min_n": 4}
+CERTIFIED_KIND = "graph_revision"
 LAB_SLUG = "two-hop-lab"
 LAB_TITLE = "Two-hop lab (evolve from the skeleton)"
 
@@ -116,10 +122,21 @@ def seed_lab_workspace(*, actor: Actor) -> DemoGraphs:
     return DemoGraphs(seeded.workspace, True)
 
 
+def ensure_demo_policy(*, actor: Actor) -> None:
+    """The demo workspace's certification policy (DEMO_POLICY), set once: seeding again writes nothing."""
+    from uplift.selectors import policy_for
+    from uplift.services import policy_set
+
+    current = policy_for(CERTIFIED_KIND, DEMO_SLUG).to_document()
+    if any(current.get(key) != value for key, value in DEMO_POLICY.items()):
+        policy_set(actor=actor, kind=CERTIFIED_KIND, parent_key=DEMO_SLUG, **DEMO_POLICY)
+
+
 @demo_seeder("graphs", after=("users",))
 def seed_demo_graphs_step(ctx: SeedContext) -> str:
     """The seed_demo step (config.demo_seeding): one summary line."""
     result = seed_demo_graphs(actor=ctx.actor)
+    ensure_demo_policy(actor=ctx.actor)
     lab = seed_lab_workspace(actor=ctx.actor)
     state = "created" if result.created else "already there"
     active = result.workspace.active_revision

@@ -60,3 +60,15 @@ def _take_over() -> None:
 
 
 register_leases("graphs.evolutionrun", holders=evolution_lease_holders, release=evolution_leases_release)
+
+
+def _register_certifications() -> None:
+    """Graph certifications' steps are leased the same way; their release re-enqueues each step on commit."""
+    from .certification_services import certification_lease_holders, certification_leases_release
+
+    register_leases(
+        "graphs.graphcertification", holders=certification_lease_holders, release=certification_leases_release
+    )
+
+
+_register_certifications()

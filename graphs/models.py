@@ -221,3 +221,81 @@ class EvolutionRound(models.Model):
     @property
     def short_candidate(self) -> str:
         return self.candidate_digest[:12]
+
+
+class GraphCertification(models.Model):
+    """One paired evaluation of a graph revision (the candidate) against what it would replace (the control: the
+    workspace's active revision, or no graph at all when there is none), on the same validation tasks, and the
+    certificate (uplift) issued from it. Source "round": the two evaluations of the evolution round that accepted
+    the candidate, when the graph that round retained is the active one (nothing is measured again); source
+    "evaluation": both arms measured by a leased Celery step (graphs.certification_services)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"
+        DONE = "done"
+        REFUSED = "refused"
+        FAILED = "failed"
+
+    class Source(models.TextChoices):
+        ROUND = "round"
+        EVALUATION = "evaluation"
+
+    OPEN = (Status.QUEUED, Status.RUNNING, Status.WAITING)
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="certifications")
+    candidate = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="certifications")
+    control = models.ForeignKey(
+        Revision, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="empty: no graph"
+    )
+    source = models.CharField(max_length=20, choices=Source.choices)
+    evaluator = models.CharField(max_length=100)
+    config = models.JSONField(default=dict, blank=True, help_text="what the evaluator needs (validation tasks)")
+    evolution_run = models.ForeignKey(
+        EvolutionRun, null=True, blank=True, on_delete=models.PROTECT, related_name="certifications"
+    )
+    iteration = models.PositiveIntegerField(null=True, blank=True, help_text="the round that accepted the candidate")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    candidate_evaluation = models.JSONField(null=True, blank=True)
+    control_evaluation = models.JSONField(null=True, blank=True)
+    certificate_id = models.PositiveBigIntegerField(null=True, blank=True, help_text="the uplift certificate issued")
+    passed = models.BooleanField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="graph_certifications"
+    )
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["candidate", "-id"], name="graphs_certification_candidate"),
+            models.Index(fields=["status", "lease_expires_at"], name="graphs_certification_lease"),
+        ]
+        constraints = [
+            # A round certifies its candidate once, whatever a crashed and resumed step does.
+            models.UniqueConstraint(
+                fields=["evolution_run", "iteration"],
+                condition=models.Q(evolution_run__isnull=False),
+                name="graphs_certification_once_per_round",
+            ),
+            # One open evaluation per candidate: asking again while one runs returns that one.
+            models.UniqueConstraint(
+                fields=["candidate"],
+                condition=models.Q(status__in=["queued", "running", "waiting"]),
+                name="graphs_certification_one_open_per_candidate",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"certification {self.pk} of revision {self.candidate_id} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN

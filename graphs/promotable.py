@@ -1,8 +1,10 @@
 """Graph revisions as a promotable kind of the reviews registry (registered in GraphsConfig.ready).
 
 parent_key = the workspace slug, candidate ids = graph revision pks (strings). Gate: the evaluation recorded on the
-revision by the evolution gate (origin "accepted" with its validation score); a seeded, onboarded or transferred
-graph has none, so its promotion needs an admin override with a reason. Activation runs inside the review's
+revision by the evolution gate (origin "accepted" with its validation score) and the revision's latest certificate
+(graphs.certification_services: the candidate against the active revision, or no graph, on the same validation
+tasks): passing only when both pass, undecided while it is not certified; a seeded, onboarded or transferred graph
+has no measured gate, so its promotion needs an admin override with a reason. Activation runs inside the review's
 transaction: lock the workspace, check the expected active revision, move the pointer (the active-graph cache is
 dropped on commit), audit `workspace.set_active_revision` (the verb seeding writes too, so rollbacks read one history).
 This is the only way a workspace's active pointer moves after seeding.
@@ -26,10 +28,12 @@ from reviews.registry import (
     StaleActivation,
     find_candidate,
     register_kind,
+    significant,
 )
+from uplift.selectors import certificate_summary, certificates_of, latest_certificate
 
 from .models import EvolutionRound, Revision, Workspace, revision_label
-from .selectors import graph_of
+from .selectors import graph_of, latest_certification
 from .services import workspace_activate_revision_in_transaction
 
 KIND = "graph_revision"
@@ -45,6 +49,54 @@ def measured_round(revision: Revision) -> EvolutionRound | None:
         .order_by("-id")
         .first()
     )
+
+
+def _certificate_details(certificate) -> dict:
+    """GateEvidence.details of a certificate: its summary and how many per-task rows it holds."""
+    if certificate is None:
+        return {"certificate": None}
+    return {"certificate": certificate_summary(certificate), "certificate_tasks": len(certificate.tasks or [])}
+
+
+def _certificate_metric(certificate) -> list[dict]:
+    """The certificate as one metric row of the gate: the mean paired difference against its policy's bound."""
+    if certificate is None:
+        return []
+    summary = certificate_summary(certificate)
+    policy = certificate.policy or {}
+    threshold = -policy.get("margin", 0) if policy.get("mode", "non_inferiority") == "non_inferiority" else 0.0
+    low = summary["lower_bound"]
+    return [
+        {
+            "metric": f"certified uplift ({summary['metric']})",
+            "mode": policy.get("mode"),
+            "value": summary["uplift"],
+            "threshold": threshold,
+            "bound": f"lower bound {significant(low)} > {significant(threshold)}, n ≥ {policy.get('min_n')}",
+            "active": None,
+            "active_note": f"paired against {summary['against']}",
+            "delta": summary["uplift"],
+            "passed": bool(certificate.passed),
+            "reason": "; ".join(certificate.reasons or []) or "certified",
+        }
+    ]
+
+
+def _certificate_note(revision: Revision, certificate) -> str:
+    """The certificate in a phrase, or why there is none yet (one query then: the latest certification)."""
+    if certificate is not None:
+        verdict = "certified" if certificate.passed else "certificate failing"
+        note = f"{verdict}: {certificate.sentence}"
+        workspace = revision.workspace
+        if certificate.replaces_id and certificate.replaces_id != str(workspace.active_revision_id or ""):
+            note += " (measured against a revision that is no longer the active one)"
+        return note
+    certification = latest_certification(revision)
+    if certification is None:
+        return "not certified yet"
+    if certification.is_open:
+        return f"not certified yet: a certification evaluation is {certification.status}"
+    return f"not certified yet: the last certification {certification.status} ({certification.error or 'no reason'})"
 
 
 def _score(value: float | None) -> str:
@@ -95,21 +147,27 @@ class GraphRevisionKind(PromotableKind):
         )
         if parent_key is not None:
             revisions = revisions.filter(workspace__slug=parent_key)
+        rows = [r for r in revisions[:PROPOSABLE_LIMIT] if r.pk != r.workspace.active_revision_id]
+        certificates = certificates_of(KIND, [str(r.pk) for r in rows])
         choices = []
-        for revision in revisions[:PROPOSABLE_LIMIT]:
+        for revision in rows:
             workspace = revision.workspace
-            if revision.pk == workspace.active_revision_id:
-                continue
+            certificate = certificates.get(str(revision.pk))
+            if not revision.measured:
+                passing, note = None, f"no measured evaluation ({revision.origin or 'unknown'} graph)"
+            elif certificate is None:
+                passing, note = None, "accepted by an evolution gate; not certified yet"
+            else:
+                passing = certificate.passed
+                note = "accepted by an evolution gate; " + ("certified" if passing else "certificate failing")
             choices.append(
                 Choice(
                     id=str(revision.pk),
                     label=revision.label,
                     parent_key=workspace.slug,
                     parent_label=workspace.display_title,
-                    gate_passing=True if revision.measured else None,
-                    gate_note="accepted by an evolution gate"
-                    if revision.measured
-                    else f"no measured evaluation ({revision.origin or 'unknown'} graph)",
+                    gate_passing=passing,
+                    gate_note=note,
                 )
             )
         return choices
@@ -119,13 +177,22 @@ class GraphRevisionKind(PromotableKind):
         return str(active) if active else None
 
     def gate_evidence(self, candidate_id: str) -> GateEvidence:
+        """The measured gate (the evolution round that accepted the revision) folded with the revision's latest
+        certificate: passing only when both pass; no certificate leaves it undecided (an admin override), saying
+        "not certified yet" and why (a certification under way, refused or failed)."""
         revision = _revision(candidate_id)
         measured = measured_round(revision)
+        certificate = latest_certificate(KIND, str(revision.pk))
+        certified = _certificate_note(revision, certificate)
         if measured is None:
+            details = _certificate_details(certificate)
             return GateEvidence(
                 passing=None,
-                summary=f"no measured evaluation ({revision.origin or 'unknown'} graph); an admin override is needed",
+                summary=f"no measured evaluation ({revision.origin or 'unknown'} graph); an admin override is needed"
+                f"; {certified}",
+                details=details,
                 url=reverse("graphs:workspace", args=[revision.workspace.slug]),
+                metrics=_certificate_metric(certificate),
             )
         run = measured.run
         gate_kind = run.gate.get("kind", "tie")
@@ -161,14 +228,16 @@ class GraphRevisionKind(PromotableKind):
                 "delta": (candidate - retained) if numbers else None,
                 "passed": True,
                 "reason": "accepted",
-            }
+            },
+            *_certificate_metric(certificate),
         ]
+        details.update(_certificate_details(certificate))
         return GateEvidence(
-            passing=True,
+            passing=None if certificate is None else certificate.passed,
             summary=(
                 f"accepted by the {gate_kind} gate in evolution run {run.pk}, round {measured.iteration}: "
                 f"validation {_score(measured.candidate_score)} against retained {_score(measured.retained_score)} "
-                f"({run.evaluator} evaluator)"
+                f"({run.evaluator} evaluator); {certified}"
             ),
             details=details,
             url=reverse("graphs:evolution_round", args=[revision.workspace.slug, run.pk, measured.iteration]),
@@ -237,9 +306,10 @@ class GraphRevisionKind(PromotableKind):
 
     def demo_candidate(self, *, actor: Actor) -> str | None:
         """seed_demo: a refinement of the two-hop graph measured by a real one-round evolution (once), above the
-        active revision."""
+        active revision, and certified against it from that round's two evaluations (the retained graph is the
+        active one): the demo's review queue shows a certified candidate."""
         from . import revisions
-        from .demo import DEMO_SLUG
+        from .demo import DEMO_SLUG, ensure_demo_policy
         from .evolution.demo import demo_refinement
 
         workspace = Workspace.objects.filter(slug=DEMO_SLUG).first()
@@ -248,6 +318,7 @@ class GraphRevisionKind(PromotableKind):
             return None
         if head.pk != workspace.active_revision_id:
             return str(head.pk)
+        ensure_demo_policy(actor=actor)  # the round's certificate is judged by it
         run = demo_refinement(actor=actor, workspace=workspace)
         accepted = run.rounds.filter(outcome="accepted").exclude(graph_revision=None).first()
         return str(accepted.graph_revision_id) if accepted else None

@@ -13,9 +13,10 @@ from config.cursors import IntCursor
 from graphs.core import Graph
 
 from . import cache
-from .models import Revision, Workspace
+from .models import GraphCertification, Revision, Workspace
 
 GRAPH = Revision.Kind.GRAPH
+CERTIFIED_KIND = "graph_revision"  # the promotable kind whose certificates are a revision's
 MAX_PAGE_SIZE = 200
 MIN_PREFIX = 4
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -97,8 +98,33 @@ def revision_summary(workspace_id: int, slug: str, ref: str) -> dict[str, Any]:
     return summary
 
 
+def certificate_header(certificate: dict[str, Any] | None) -> str:
+    """The X-Waymark-Certificate header of a certificate summary: `none`, or `id=12; passed=true; uplift=+0.500;
+    lower=-0.120; n=40` (the policy's metric, on [-1, 1])."""
+    if certificate is None:
+        return "none"
+
+    def number(value: Any) -> str:
+        return "none" if not isinstance(value, int | float) else f"{value:+.3f}"
+
+    return (
+        f"id={certificate['id']}; passed={str(bool(certificate['passed'])).lower()}; "
+        f"uplift={number(certificate.get('uplift'))}; lower={number(certificate.get('lower_bound'))}; "
+        f"n={certificate.get('n')}"
+    )
+
+
+def revision_certificate(revision_id: int) -> dict[str, Any] | None:
+    """The summary of a graph revision's latest certificate (uplift.selectors.certificate_summary; one query)."""
+    from uplift.selectors import certificate_summary, latest_certificate
+
+    return certificate_summary(latest_certificate(CERTIFIED_KIND, str(revision_id)))
+
+
 def workspace_card(slug: str) -> dict[str, Any]:
-    """{id, slug, title, task_description, active: summary | None} (cached per slug); Http404 for no workspace."""
+    """{id, slug, title, task_description, active: summary | None, certificate: the active revision's certificate
+    summary | None, certificate_header} (cached per slug with the active pointer: a pointer move, or a certificate
+    issued for the active revision, replaces it); Http404 for no workspace."""
 
     if not _SLUG.fullmatch(slug):
         raise Http404(f"no workspace named {slug[:100]!r}")
@@ -106,12 +132,15 @@ def workspace_card(slug: str) -> dict[str, Any]:
     def build() -> dict[str, Any]:
         workspace = workspace_by_slug(slug)
         active = workspace.active_revision
+        certificate = revision_certificate(active.pk) if active is not None else None
         return {
             "id": workspace.pk,
             "slug": workspace.slug,
             "title": workspace.title,
             "task_description": workspace.task_description,
             "active": _summary(active) if active is not None else None,
+            "certificate": certificate,
+            "certificate_header": certificate_header(certificate),
         }
 
     return cache.card(slug, build)
@@ -184,3 +213,14 @@ def graph_diff(workspace: Workspace, from_ref: str | None = None, to_ref: str | 
     left = f"#{before.seq} {before.short_digest}" if before else "skeleton"
     text = unified_diff(before_graph, graph_of(after), fromfile=left, tofile=f"#{after.seq} {after.short_digest}")
     return GraphDiff(before, after, text)
+
+
+def latest_certification(revision: Revision) -> GraphCertification | None:
+    """The newest certification (paired evaluation) of a revision, with its revisions (one query)."""
+    return (
+        GraphCertification.objects.filter(candidate=revision)
+        .select_related("candidate", "control", "workspace")
+        .defer("candidate__document", "control__document", "candidate_evaluation", "control_evaluation")
+        .order_by("-id")
+        .first()
+    )

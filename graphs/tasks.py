@@ -9,6 +9,7 @@ from celery import shared_task
 
 from config.celery import TRANSIENT_ERRORS
 
+from . import certification_services
 from .evolution import services
 
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
@@ -29,19 +30,39 @@ def evolution_step(self, run_id: int) -> None:
             self.apply_async((run_id,), countdown=wait + 1)
 
 
+@shared_task(name="graphs.certification_step", bind=True, ignore_result=True, **RETRY)
+def certification_step(self, certification_id: int) -> None:
+    """Measure what is left of a graph certification and issue its certificate. One held by a live worker is tried
+    again when its lease runs out; a finished one is left alone."""
+    result = certification_services.certification_step(
+        certification_id=certification_id, worker=_worker_name(self.request.id)
+    )
+    if result is None:
+        wait = certification_services.lease_wait(certification_id)
+        if wait is not None and wait > 0:
+            self.apply_async((certification_id,), countdown=wait + 1)
+
+
 @shared_task(name="graphs.evolution_reap", ignore_result=True)
 def evolution_reap() -> list[int]:
-    """Celery beat, every minute: runs whose worker died or whose message was lost get their next step again."""
+    """Celery beat, every minute: runs (and graph certifications) whose worker died or whose message was lost get
+    their next step again. Returns the runs'."""
     ids = services.evolution_runs_to_resume()
     for run_id in ids:
         evolution_step.delay(run_id)
+    for certification_id in certification_services.certifications_to_resume():
+        certification_step.delay(certification_id)
     return ids
 
 
 def on_evaluation_job(job_id: int, subject: str) -> None:
-    """trajectories.jobs callback (after commit): an agent answered a job of a run, or its jobs expired."""
-    from .evolution.jobs import run_id_of_subject
+    """trajectories.jobs callback (after commit): an agent answered a job of a run or of a certification, or its
+    jobs expired."""
+    from .evolution.jobs import certification_id_of_subject, run_id_of_subject
 
     run_id = run_id_of_subject(subject)
     if run_id is not None:
         evolution_step.delay(run_id)
+    certification_id = certification_id_of_subject(subject)
+    if certification_id is not None:
+        certification_step.delay(certification_id)

@@ -159,20 +159,27 @@ def _read_step(title: str) -> tuple[Step, Document]:
     return Step("read", title, doc.text), doc
 
 
-def solve(graph: Graph, question: str) -> Episode:
-    """Answer `question` the scripted way (spec §10, steps 1–6) under a raw_subgraph, two-hop Guide over `graph`."""
-    guide = Guide(graph, config=GuidanceConfig(mode="raw_subgraph", hops=2, task_description=TASK_DESCRIPTION))
+def solve(graph: Graph | None, question: str) -> Episode:
+    """Answer `question` the scripted way (spec §10, steps 1–6) under a raw_subgraph, two-hop Guide over `graph`.
+    With no graph (a certificate's control arm when nothing is active) the solver gets no guidance at all: it never
+    sees a mark, so it answers with the top hit's fact, as under the skeleton."""
+    guide = None
+    if graph is not None:
+        guide = Guide(graph, config=GuidanceConfig(mode="raw_subgraph", hops=2, task_description=TASK_DESCRIPTION))
     steps: list[Step] = []
     texts: list[str] = []
 
     def guidance() -> str:
+        if guide is None:
+            return ""
         text = guide.guidance(question, steps).text
         texts.append(text)
         return text
 
     def finish(answer: str) -> Episode:
         steps.append(Step("answer", answer))
-        return Episode(question, answer, tuple(steps), tuple(guide.visited), tuple(texts))
+        visited = tuple(guide.visited) if guide is not None else ()
+        return Episode(question, answer, tuple(steps), visited, tuple(texts))
 
     guidance()  # 1. at Start
     step, hits = _search_step(question)
@@ -208,7 +215,7 @@ def _outcome(task_id: str, item: Question, episode: Episode) -> TaskOutcome:
     )
 
 
-def _trace(trace_id: str, task_id: str, item: Question, graph: Graph, graph_ref: str | None) -> Trace:
+def _trace(trace_id: str, task_id: str, item: Question, graph: Graph | None, graph_ref: str | None) -> Trace:
     episode = solve(graph, item.question)
     return Trace(
         id=trace_id,
@@ -226,11 +233,13 @@ class TwoHopEnvironment:
     """Collector and evaluator over the fixed sets: training traces for the refiner, validation for the gate.
 
     Training traces are `it{k}-train{i}` (task `train{i}`), validation traces and tasks `val{i}`; i counts from 0.
-    `collections` and `evaluations` count the calls.
+    `collections` and `evaluations` count the calls. `evaluate` takes graph None: the solver then runs unguided
+    (evaluates_without_graph).
     """
 
     task_description = TASK_DESCRIPTION
     tools = TOOLS
+    evaluates_without_graph = True
 
     def __init__(
         self,
@@ -250,11 +259,11 @@ class TwoHopEnvironment:
             for i, item in enumerate(self.train_set)
         ]
 
-    def validation_traces(self, graph: Graph, *, graph_ref: str | None = None) -> list[Trace]:
+    def validation_traces(self, graph: Graph | None, *, graph_ref: str | None = None) -> list[Trace]:
         """Roll out the validation set under `graph` (counted by nothing; `evaluate` uses it)."""
         return [_trace(f"val{i}", f"val{i}", item, graph, graph_ref) for i, item in enumerate(self.validation_set)]
 
-    def evaluate(self, ref: str | None, graph: Graph, *, iteration: int, purpose: str) -> Evaluation:
+    def evaluate(self, ref: str | None, graph: Graph | None, *, iteration: int, purpose: str) -> Evaluation:
         """The validation set's mean score, with aggregate {purpose, iteration} and the per-task outcomes."""
         self.evaluations += 1
         outcomes = [trace.outcome for trace in self.validation_traces(graph, graph_ref=ref)]

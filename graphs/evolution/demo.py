@@ -1,6 +1,7 @@
 """Demo evolution: seed_demo measures the refinement reviewers see in the queue by running a real one-round
 evolution in process (the two-hop environment and a scripted refiner reply), so its gate evidence is the evaluation
-that accepted it, not a number written by hand."""
+that accepted it, not a number written by hand, and its certificate pairs that round's two evaluations (the retained
+graph is the active one: graphs.certification_services)."""
 
 from __future__ import annotations
 

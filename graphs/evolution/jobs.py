@@ -4,6 +4,10 @@ Each evaluation (baseline or candidate of a round) queues one job per validation
 in the payload. Until every job is answered or expired the evaluator raises EvaluationPending: the run shows
 `waiting`, and each answer (or the deadline) enqueues the run's next step, which resumes the round from its
 checkpoint and asks again. An unanswered task scores 0 and never counts as a pass.
+
+A certification (graphs.certification_services) measures its two arms the same way, under its own subjects
+(`graphs.certification:<id>:…`); its control arm may be no graph at all: the job's payload then carries
+`"graph": null` and `"graph_ref": null`, and the agent runs the task without guidance.
 """
 
 from __future__ import annotations
@@ -25,17 +29,34 @@ from ..models import Workspace
 
 JOB_KIND = "graph_evaluation"
 SUBJECT_PREFIX = "graphs.evolutionrun:"
+CERTIFICATION_PREFIX = "graphs.certification:"
 
 
 def job_subject(run_id: int, purpose: str, iteration: int, ref: str | None) -> str:
-    return f"{SUBJECT_PREFIX}{run_id}:{purpose}:{iteration}:{(ref or 'none')[:16]}"
+    return _subject(f"{SUBJECT_PREFIX}{run_id}:", purpose, iteration, ref)
+
+
+def _subject(prefix: str, purpose: str, iteration: int, ref: str | None) -> str:
+    return f"{prefix}{purpose}:{iteration}:{(ref or 'none')[:16]}"
+
+
+def _id_after(prefix: str, subject: str) -> int | None:
+    if not subject.startswith(prefix):
+        return None
+    head = subject[len(prefix) :].split(":", 1)[0]
+    return int(head) if head.isascii() and head.isdigit() else None
 
 
 def run_id_of_subject(subject: str) -> int | None:
-    if not subject.startswith(SUBJECT_PREFIX):
-        return None
-    head = subject[len(SUBJECT_PREFIX) :].split(":", 1)[0]
-    return int(head) if head.isascii() and head.isdigit() else None
+    return _id_after(SUBJECT_PREFIX, subject)
+
+
+def certification_prefix(certification_id: int) -> str:
+    return f"{CERTIFICATION_PREFIX}{certification_id}:"
+
+
+def certification_id_of_subject(subject: str) -> int | None:
+    return _id_after(CERTIFICATION_PREFIX, subject)
 
 
 def _outcome(job) -> TaskOutcome:
@@ -50,21 +71,36 @@ def _outcome(job) -> TaskOutcome:
 
 
 class AgentJobsEvaluator:
-    def __init__(self, *, workspace: Workspace, run_id: int, tasks: list[dict[str, Any]] | None = None) -> None:
+    """Jobs of an evolution run (`run_id`; its validation tasks read from the run) or, with `subject_prefix` and
+    `tasks`, of another evaluation (a certification)."""
+
+    evaluates_without_graph = True
+
+    def __init__(
+        self,
+        *,
+        workspace: Workspace,
+        run_id: int | None = None,
+        tasks: list[dict[str, Any]] | None = None,
+        subject_prefix: str | None = None,
+    ) -> None:
+        if run_id is None and subject_prefix is None:
+            raise TypeError("an agents evaluator needs a run or a subject prefix")
         self.workspace = workspace
         self.run_id = run_id
         self.tasks = tasks
+        self.subject_prefix = subject_prefix or f"{SUBJECT_PREFIX}{run_id}:"
 
     def _tasks(self) -> list[dict[str, Any]]:
-        if self.tasks is None:
+        if self.tasks is None and self.run_id is not None:
             from ..models import EvolutionRun
 
             config = EvolutionRun.objects.values_list("config", flat=True).get(pk=self.run_id)
             self.tasks = list(config.get("validation_tasks") or [])
-        return self.tasks
+        return list(self.tasks or [])
 
-    def evaluate(self, ref: str | None, graph: Graph, *, iteration: int, purpose: str) -> Evaluation:
-        subject = job_subject(self.run_id, purpose, iteration, ref)
+    def evaluate(self, ref: str | None, graph: Graph | None, *, iteration: int, purpose: str) -> Evaluation:
+        subject = _subject(self.subject_prefix, purpose, iteration, ref)
         jobs = list(jobs_for_subject(subject))
         if not jobs:
             tasks = self._tasks()
@@ -75,7 +111,7 @@ class AgentJobsEvaluator:
                 {
                     "workspace": self.workspace.slug,
                     "graph_ref": ref,
-                    "graph": graph.to_document(),
+                    "graph": graph.to_document() if graph is not None else None,
                     "purpose": purpose,
                     "iteration": iteration,
                     "task_id": task["task_id"],

@@ -7,6 +7,11 @@ Evaluators, chosen per run by key:
 * any name in settings.WAYMARK_GRAPH_EVALUATORS — a dotted path to a class or factory whose instance has
   `evaluate(ref, graph, *, iteration, purpose) -> Evaluation` (and optionally `collect(...)` to supply traces).
 Traces otherwise come from the stored runs the workspace guided (`Run.graph_workspace`), by stride.
+
+A certification (graphs.certification_services) measures a revision and its control with the same evaluators
+(`certification_evaluator`). Its control may be no graph at all: only an evaluator whose `evaluates_without_graph`
+is true is asked `evaluate(None, None, …)` (the two-hop environment runs its solver unguided, agents get jobs with
+`"graph": null`); a Python evaluator that does not say so cannot certify a workspace's first graph.
 """
 
 from __future__ import annotations
@@ -136,6 +141,28 @@ def build_sources(*, workspace: Workspace, evaluator: str, run_id: int, config: 
     source = instance if callable(getattr(instance, "collect", None)) else StoredRunsTraceSource(workspace, stride)
     tools = getattr(instance, "available_tools", None)
     return Sources(source, instance, tuple(tools) if tools else None)
+
+
+def evaluates_without_graph(evaluator: Any) -> bool:
+    return getattr(evaluator, "evaluates_without_graph", False) is True
+
+
+def certification_evaluator(
+    *, workspace: Workspace, evaluator: str, config: Mapping[str, Any], subject_prefix: str
+) -> Any:
+    """The evaluator a certification measures both arms with (UnknownEvaluator for a key no longer configured):
+    agents answer jobs under `subject_prefix` on the certification's own validation tasks."""
+    if evaluator == TWO_HOP:
+        return TwoHopEnvironment()
+    if evaluator == AGENTS:
+        from .jobs import AgentJobsEvaluator
+
+        tasks = list(config.get("validation_tasks") or [])
+        return AgentJobsEvaluator(workspace=workspace, tasks=tasks, subject_prefix=subject_prefix)
+    path = configured_evaluators().get(evaluator)
+    if path is None:
+        raise UnknownEvaluator(f"evaluator {evaluator!r} is not configured (settings.WAYMARK_GRAPH_EVALUATORS)")
+    return import_string(path)()
 
 
 class DeclaredContext:

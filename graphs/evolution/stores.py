@@ -7,7 +7,8 @@ write that makes it true, so a step that dies anywhere leaves its successor the 
 
 - the graph store accepts through the audited service (the revision's meta names the run);
 - the rejection store records the round's `EvolutionRound` row, the rounds done, the retained best (the accepted
-  candidate's evaluation) and the meter in the transaction of the rejection-memory revision;
+  candidate's evaluation) and the meter in the transaction of the rejection-memory revision, with the round's
+  decision on the validation split and its candidate's certification (graphs.certification_services);
 - the checkpoint store writes the meter with every checkpoint, so an evaluation a checkpoint holds is counted exactly
   when a resumed round can reuse it;
 - the first step's evaluator writes the baseline (as baseline and best, with the meter that counts it) as soon as it
@@ -247,15 +248,22 @@ class RunRejectionStore(RevisionRejectionStore):
         self.meter = meter
 
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str:
+        from graphs.certification_services import round_recorded_in_transaction
+
         with transaction.atomic():
             ref = super().save(memory, expected_ref=expected_ref, iteration=iteration)
             workspace = self.store.workspace(self.workspace)
             entry = memory.entries[-1]
-            record_round(
+            round_row = record_round(
                 run=self.run,
                 workspace=workspace,
                 entry=entry,
                 rejections_revision=self.store.row(self.workspace, REJECTIONS, ref),
+            )
+            # The round's decision on the validation split and its candidate's certification, once with the round.
+            # The run's best is still the retained graph's evaluation here: the accepted one replaces it below.
+            round_recorded_in_transaction(
+                run=self.run, workspace=workspace, entry=entry, round_row=round_row, retained=self.run.best
             )
             progress: dict[str, Any] = {"rounds_done": EvolutionRound.objects.filter(run=self.run).count()}
             if entry.kind == ACCEPTED and entry.validation is not None:

@@ -4,7 +4,8 @@ worker died must end with the record of the same run without the crash (issue 30
 from typing import Any
 
 from graphs.core.rejections import RejectionMemory
-from graphs.models import EvolutionRun, Revision
+from graphs.models import EvolutionRun, GraphCertification, Revision
+from uplift.models import Certificate, HeldOutSplit, SplitDecision
 
 ROUND_FIELDS = (
     "iteration",
@@ -38,9 +39,28 @@ def rejection_entries(workspace) -> list[dict[str, Any]]:
     return documents
 
 
+def uplift_record(workspace) -> dict[str, Any]:
+    """The workspace's validation splits with their decision counts and ledgers, its certifications and the
+    certificates they issued (what the reuse ledger and the certificates say, without ids and times)."""
+    splits = HeldOutSplit.objects.filter(kind="graph_revision", parent_key=workspace.slug).order_by("key")
+    ledger = SplitDecision.objects.filter(split__in=splits).order_by("split__key", "number")
+    certificates = Certificate.objects.filter(kind="graph_revision", parent_key=workspace.slug).order_by("id")
+    certifications = GraphCertification.objects.filter(workspace=workspace).order_by("id")
+    return {
+        "splits": [(split.key, split.task_count, split.decisions) for split in splits],
+        "ledger": [(row.number, row.what, row.passed) for row in ledger],
+        "certifications": [(c.source, c.status, c.iteration, c.passed, c.control_id is None) for c in certifications],
+        "certificates": [
+            (c.passed, c.decision_number, c.totals["n"], c.totals["repairs"], c.totals["breakages"])
+            for c in certificates
+        ],
+    }
+
+
 def run_record(run: EvolutionRun) -> dict[str, Any]:
     """Everything a crash must not change: how the run ended, each round's decision and scores, the graph, rejection
-    and trace chains, the baseline and retained evaluations, and the evaluations the budget counted."""
+    and trace chains, the baseline and retained evaluations, the evaluations the budget counted, and the decisions
+    the rounds took on the validation split with the certificates they issued."""
     run.refresh_from_db()
     workspace = run.workspace
     return {
@@ -56,4 +76,5 @@ def run_record(run: EvolutionRun) -> dict[str, Any]:
         "baseline": run.baseline,
         "best": run.best,
         "evaluations": (run.meter or {}).get("evaluations"),
+        "uplift": uplift_record(workspace),
     }

@@ -106,6 +106,17 @@ def test_it_rejects_round_3_after_the_worker_died_right_after_round_1_was_record
     ]
     assert (run.baseline_score, run.best_score) == (0.5, 1.0)
     assert run_record(run) == run_record(control)
+    assert_ledger_of_the_scenario(run)
+
+
+def assert_ledger_of_the_scenario(run: EvolutionRun) -> None:
+    """Rounds 1 (accepted) and 3 (rejected) scored on the validation split, each once; round 1's candidate was
+    certified from its own evaluations (the retained skeleton is the active revision) as the split's second
+    decision."""
+    uplift = run_record(run)["uplift"]
+    assert [decisions for _, _, decisions in uplift["splits"]] == [3]
+    assert uplift["ledger"] == [(1, "evolution_round", True), (2, "certificate", True), (3, "evolution_round", False)]
+    assert uplift["certifications"] == [("round", "done", 1, True, False)]
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from llm.models import ModelCall
 from tests.faults import broker_url, fault_worker, point_app_at, restore_app, wait_for
 
 from .records import chain, run_record
+from .test_resume import assert_ledger_of_the_scenario
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 TASK = "two-hop question answering over a small corpus"
@@ -100,6 +101,7 @@ def test_a_run_whose_worker_is_killed_at_every_stage_ends_as_the_run_without_a_c
     assert worker.killed() == sorted(KILL_POINTS), worker.log_tail()
     assert list(run.rounds.values_list("outcome", flat=True)) == OUTCOMES
     assert run_record(run) == run_record(clean)
+    assert_ledger_of_the_scenario(run)  # each round counted once on the split, its certificate issued once
     evaluations = worker.lines("evaluations.log")
     assert sorted(evaluations) == ["baseline:0", "candidate:1", "candidate:3"], "an evaluation was done twice"
     appends = AuditEvent.objects.filter(

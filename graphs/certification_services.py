@@ -1,0 +1,578 @@
+"""Certified uplift for graph revisions (issue 26): every write of a certification.
+
+A graph revision's certificate (uplift) pairs the same validation tasks measured under the candidate and under the
+control: the workspace's active revision (the graph agents receive), or no graph at all when nothing is active. It
+is taken at one of two moments:
+
+* **When an evolution round accepts the candidate**, inside the transaction that records the round
+  (graphs.evolution.stores.RunRejectionStore): when the graph the round retained is the active revision (same
+  digest), the round's two evaluations — the retained graph's and the candidate's, on the run's validation tasks —
+  are the pair and the certificate is issued there, measuring nothing again; otherwise a certification evaluation
+  is queued in that transaction (once per round: a crashed and resumed step records the round once).
+* **On demand** (`graph_certify`: the `certify` command, the API, a re-certification): a certification
+  evaluation of the candidate against the workspace's active revision (the active revision itself against what its
+  last certificate measured it against, or no graph).
+
+A certification evaluation is a leased Celery step (graphs.tasks.certification_step → `certification_step`): it
+measures each arm with the evaluator (agents answer jobs; the step waits for them like an evolution run does),
+keeps each arm's evaluation on the row as soon as it is measured (a step that dies after measuring one arm does not
+measure it again), and issues the certificate in the durable transaction that finishes the row — under the lease,
+so a worker killed anywhere finishes it once and the certificate is issued once.
+
+Every evolution round that scored a candidate on the validation tasks also records one decision on their split
+(uplift's reuse ledger), in the round's transaction: the split's error budget counts it exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.module_loading import import_string
+
+from accounts.services import Actor, audit_record
+from graphs.core.certify import pair_evaluations, run_ids
+from graphs.core.evaluation import Evaluation, EvaluationPending
+from graphs.core.rejections import ACCEPTED, RejectionEntry
+from uplift.selectors import latest_certificate
+from uplift.services import SplitExhausted, certificate_issue, split_decision_record
+
+from . import cache
+from .models import EvolutionRound, EvolutionRun, GraphCertification, Revision, Workspace
+
+log = logging.getLogger(__name__)
+
+KIND = "graph_revision"  # the promotable kind (graphs.promotable) whose certificates these are
+GRAPH = Revision.Kind.GRAPH
+Status = GraphCertification.Status
+Source = GraphCertification.Source
+MAX_ATTEMPTS = 5
+ROUND_ALPHA = 0.0  # an evolution gate takes no interval at any level: its ledger row records none
+
+
+class CertificationRefused(ValueError):
+    """A certification cannot be started as asked; the message says why. Nothing was written."""
+
+
+class LeaseLost(Exception):
+    """Another worker took the certification over: stop without writing it."""
+
+
+def lease_seconds() -> int:
+    from .evolution.services import lease_seconds as evolution_lease
+
+    return evolution_lease()
+
+
+def actor_of(certification: GraphCertification) -> Actor:
+    return Actor(user=certification.requested_by) if certification.requested_by_id else Actor.system()
+
+
+# -- the round --------------------------------------------------------------------------------------------------------
+
+
+def round_recorded_in_transaction(
+    *,
+    run: EvolutionRun,
+    workspace: Workspace,
+    entry: RejectionEntry,
+    round_row: EvolutionRound,
+    retained: dict[str, Any] | None,
+) -> GraphCertification | None:
+    """Inside the transaction that records an evolution round: its decision on the validation split (when it scored
+    a candidate there) and, for an accepted round, its candidate's certification — issued from the round's two
+    evaluations when the retained graph (`retained`: its evaluation document) is the active revision, else queued."""
+    validation = entry.validation
+    if validation is None or not validation.per_task:
+        return None
+    actor = Actor(user=run.started_by) if run.started_by_id else Actor.system()
+    split_decision_record(
+        actor=actor,
+        kind=KIND,
+        parent_key=workspace.slug,
+        task_ids=[outcome.task_id for outcome in validation.per_task],
+        drawn_at=run.created_at,
+        what="evolution_round",
+        subject=f"evolution_run:{run.pk}:round:{entry.iteration}",
+        alpha=ROUND_ALPHA,
+        passed=entry.kind == ACCEPTED,
+    )
+    if entry.kind != ACCEPTED or round_row.graph_revision_id is None:
+        return None
+    candidate = round_row.graph_revision
+    control = _active_of(workspace.pk)
+    fields = {
+        "workspace": workspace,
+        "candidate": candidate,
+        "control": control,
+        "evaluator": run.evaluator,
+        "evolution_run": run,
+        "iteration": entry.iteration,
+        "requested_by": run.started_by,
+        "config": _run_config(run),
+    }
+    retained_ref = (retained or {}).get("ref")
+    if (
+        control is not None
+        and retained is not None
+        and retained_ref == control.digest
+        and entry.baseline_ref in (None, retained_ref)
+    ):
+        certification = GraphCertification.objects.create(
+            **fields,
+            source=Source.ROUND,
+            status=Status.RUNNING,
+            candidate_evaluation=validation.to_document(),
+            control_evaluation=retained,
+        )
+        issue_in_transaction(certification, actor=actor)
+        return certification
+    certification = GraphCertification.objects.create(**fields, source=Source.EVALUATION, status=Status.QUEUED)
+    _queued(certification, actor=actor, why="the graph the round retained is not the active one")
+    return certification
+
+
+def _active_of(workspace_id: int) -> Revision | None:
+    active_id = Workspace.objects.filter(pk=workspace_id).values_list("active_revision_id", flat=True).first()
+    return Revision.objects.defer("document").get(pk=active_id) if active_id else None
+
+
+def _run_config(run: EvolutionRun) -> dict[str, Any]:
+    config: dict[str, Any] = {"drawn_at": run.created_at.isoformat()}
+    if run.config.get("validation_tasks"):
+        config["validation_tasks"] = list(run.config["validation_tasks"])
+    return config
+
+
+def _queued(certification: GraphCertification, *, actor: Actor, why: str) -> None:
+    if certification.control_id is None and not can_evaluate_without_graph(certification.evaluator):
+        _close(
+            certification,
+            Status.REFUSED,
+            f"the {certification.evaluator} evaluator cannot measure an agent without a graph "
+            "(evaluates_without_graph): nothing is active to compare with",
+        )
+    audit_record(
+        actor=actor,
+        verb="graph_certification.queue",
+        target=certification,
+        after={
+            "candidate": certification.candidate.label,
+            "control": certification.control.label if certification.control else None,
+            "evaluator": certification.evaluator,
+            "status": certification.status,
+            "why": why,
+        },
+    )
+    if certification.status == Status.QUEUED:
+        enqueue_on_commit(certification.pk)
+
+
+def enqueue_on_commit(certification_id: int, countdown: float | None = None) -> None:
+    def send() -> None:
+        from .tasks import certification_step
+
+        if countdown:
+            certification_step.apply_async((certification_id,), countdown=countdown)
+        else:
+            certification_step.delay(certification_id)
+
+    transaction.on_commit(send)
+
+
+def can_evaluate_without_graph(evaluator: str) -> bool:
+    from .evolution.sources import AGENTS, TWO_HOP, configured_evaluators, evaluates_without_graph
+
+    if evaluator in (AGENTS, TWO_HOP):
+        return True
+    path = configured_evaluators().get(evaluator)
+    if path is None:
+        return False
+    try:
+        return evaluates_without_graph(import_string(path))
+    except ImportError:
+        return False
+
+
+# -- issuing ----------------------------------------------------------------------------------------------------------
+
+
+def _close(certification: GraphCertification, status: str, error: str = "") -> None:
+    now = timezone.now()
+    certification.status = status
+    certification.error = error[:4000]
+    certification.lease_owner, certification.lease_expires_at = "", None
+    certification.finished_at = certification.updated_at = now
+    certification.save()
+
+
+def _task_models(control: Evaluation, candidate: Evaluation) -> dict[str, str]:
+    """Each task's agent model: its candidate run's `metadata.model`, else its control run's (one query, none
+    when no run answered)."""
+    candidate_runs, control_runs = run_ids(candidate), run_ids(control)
+    if not candidate_runs and not control_runs:
+        return {}
+    from trajectories.selectors import run_models
+
+    models = run_models([*candidate_runs.values(), *control_runs.values()])
+    found: dict[str, str] = {}
+    for task_id in {*candidate_runs, *control_runs}:
+        model = models.get(candidate_runs.get(task_id, -1)) or models.get(control_runs.get(task_id, -1))
+        if model:
+            found[task_id] = model
+    return found
+
+
+def _drawn_at(certification: GraphCertification) -> datetime:
+    text = (certification.config or {}).get("drawn_at")
+    parsed = parse_datetime(text) if isinstance(text, str) else None
+    return parsed or certification.created_at
+
+
+def issue_in_transaction(certification: GraphCertification, *, actor: Actor) -> GraphCertification:
+    """Inside the caller's transaction, with both arms' evaluations on the row: pair them, issue the certificate
+    (one decision on the split of their tasks) and close the row done — or refused, when the pairs cannot be
+    made or the split is exhausted. Audited."""
+    control = Evaluation.from_document(certification.control_evaluation)
+    candidate = Evaluation.from_document(certification.candidate_evaluation)
+    control_revision, candidate_revision = certification.control, certification.candidate
+    try:
+        tasks = pair_evaluations(control, candidate, models=_task_models(control, candidate))
+    except ValueError as error:
+        tasks, refusal = [], str(error)
+    else:
+        refusal = "the evaluator reported no task one by one: there is nothing to pair"
+    if tasks:
+        against = f"the active revision {control_revision.label}" if control_revision else "no graph at all"
+        try:
+            row = certificate_issue(
+                actor=actor,
+                kind=KIND,
+                parent_key=certification.workspace.slug,
+                candidate_id=str(candidate_revision.pk),
+                replaces_id=str(control_revision.pk) if control_revision else None,
+                tasks=tasks,
+                drawn_at=_drawn_at(certification),
+                provenance={
+                    "graph_certification": certification.pk,
+                    "source": certification.source,
+                    "evaluator": certification.evaluator,
+                    "evolution_run": certification.evolution_run_id,
+                    "round": certification.iteration,
+                    "candidate": {"seq": candidate_revision.seq, "digest": candidate_revision.digest},
+                    "control": (
+                        {"seq": control_revision.seq, "digest": control_revision.digest} if control_revision else None
+                    ),
+                },
+                against=against,
+            )
+        except SplitExhausted as exhausted:
+            refusal = str(exhausted)
+        else:
+            refusal = ""
+            certification.certificate_id = row.pk
+            certification.passed = row.passed
+    _close(certification, Status.REFUSED if refusal else Status.DONE, refusal)
+    if not refusal:
+        active = Workspace.objects.filter(pk=certification.workspace_id).values_list("active_revision_id", flat=True)
+        if active.first() == candidate_revision.pk:  # the active graph's certificate changed: agents see it
+            slug = certification.workspace.slug
+            transaction.on_commit(lambda: cache.forget_active(slug))
+    audit_record(
+        actor=actor,
+        verb="graph_certification.finish",
+        target=certification,
+        after={
+            "status": certification.status,
+            "certificate": certification.certificate_id,
+            "passed": certification.passed,
+            "source": certification.source,
+            "error": certification.error[:500],
+        },
+    )
+    return certification
+
+
+# -- on demand --------------------------------------------------------------------------------------------------------
+
+
+def _control_for(workspace: Workspace, revision: Revision) -> Revision | None:
+    """What the candidate would replace: the active revision; for the active revision itself, what its last
+    certificate measured it against (or no graph)."""
+    if workspace.active_revision_id is None:
+        return None
+    if workspace.active_revision_id != revision.pk:
+        return Revision.objects.defer("document").get(pk=workspace.active_revision_id)
+    last = latest_certificate(KIND, str(revision.pk))
+    replaced = int(last.replaces_id) if last is not None and last.replaces_id.isdigit() else None
+    return Revision.objects.defer("document").filter(pk=replaced, workspace=workspace, kind=GRAPH).first()
+
+
+def _evaluator_for(workspace: Workspace, revision: Revision, evaluator: str | None) -> tuple[str, dict[str, Any]]:
+    """The evaluator key and its config: the one named, else the one of the run that accepted the revision, else
+    of the workspace's latest run; agents get the run's validation tasks (or the workspace's stored tasks)."""
+    from .evolution.services import _validation_tasks
+    from .evolution.sources import AGENTS, UnknownEvaluator, check_evaluator
+
+    accepted = EvolutionRound.objects.filter(graph_revision=revision, outcome=ACCEPTED).select_related("run").first()
+    run = accepted.run if accepted is not None else EvolutionRun.objects.filter(workspace=workspace).first()
+    key = evaluator or (run.evaluator if run is not None else None)
+    if not key:
+        raise CertificationRefused(
+            f"name an evaluator: workspace {workspace.slug!r} has no evolution run to take one from"
+        )
+    try:
+        check_evaluator(key)
+    except UnknownEvaluator as error:
+        raise CertificationRefused(str(error)) from None
+    same_run = run is not None and run.evaluator == key
+    config = _run_config(run) if same_run else {"drawn_at": timezone.now().isoformat()}
+    if key == AGENTS and not config.get("validation_tasks"):
+        config["validation_tasks"] = _validation_tasks(workspace)
+        if not config["validation_tasks"]:
+            raise CertificationRefused("the agents evaluator needs tasks: no stored run of this workspace has one")
+    return key, config
+
+
+def graph_certify(*, actor: Actor, revision: Revision, evaluator: str | None = None) -> tuple[GraphCertification, bool]:
+    """Queue a certification evaluation of `revision` against what it would replace; (certification, created).
+    A certification of the revision already under way is returned as it is (created False). CertificationRefused
+    says why one cannot start (nothing written)."""
+    if revision.kind != GRAPH:
+        raise CertificationRefused("only graph revisions are certified")
+    try:
+        with transaction.atomic(durable=True):
+            workspace = Workspace.objects.select_for_update().get(pk=revision.workspace_id)
+            under_way = GraphCertification.objects.filter(candidate=revision, status__in=GraphCertification.OPEN)
+            if (found := under_way.first()) is not None:
+                return found, False
+            control = _control_for(workspace, revision)
+            if control is not None and control.digest == revision.digest:
+                raise CertificationRefused(
+                    f"revision {revision.label} is the same graph as {control.label}: there is nothing to compare"
+                )
+            key, config = _evaluator_for(workspace, revision, evaluator)
+            if control is None and not can_evaluate_without_graph(key):
+                raise CertificationRefused(
+                    f"the {key} evaluator cannot measure an agent without a graph (evaluates_without_graph), "
+                    "and nothing else is there to compare with"
+                )
+            certification = GraphCertification.objects.create(
+                workspace=workspace,
+                candidate=revision,
+                control=control,
+                source=Source.EVALUATION,
+                evaluator=key,
+                config=config,
+                requested_by=actor.user,
+            )
+            _queued(certification, actor=actor, why="asked for")
+    except IntegrityError:  # another request queued one meanwhile
+        found = GraphCertification.objects.filter(candidate=revision, status__in=GraphCertification.OPEN).first()
+        if found is None:
+            raise
+        return found, False
+    return certification, True
+
+
+# -- the leased step --------------------------------------------------------------------------------------------------
+
+
+def _claim(certification_id: int, worker: str, now: datetime) -> GraphCertification | None:
+    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    taken = GraphCertification.objects.filter(free, pk=certification_id, status__in=GraphCertification.OPEN).update(
+        status=Status.RUNNING,
+        lease_owner=worker[:200],
+        lease_expires_at=now + timedelta(seconds=lease_seconds()),
+        attempts=F("attempts") + 1,
+        updated_at=now,
+    )
+    if not taken:
+        return None
+    return GraphCertification.objects.select_related("workspace", "candidate", "control", "requested_by").get(
+        pk=certification_id
+    )
+
+
+def _update_owned(certification: GraphCertification, worker: str, **fields: Any) -> None:
+    fields.setdefault("updated_at", timezone.now())
+    held = GraphCertification.objects.filter(pk=certification.pk, lease_owner=worker, status=Status.RUNNING)
+    if not held.update(**fields):
+        raise LeaseLost(f"certification {certification.pk} is no longer held by {worker}")
+    for key, value in fields.items():
+        setattr(certification, key, value)
+
+
+def lease_wait(certification_id: int) -> float | None:
+    """Seconds until the lease of an open certification runs out (None: finished or free)."""
+    row = (
+        GraphCertification.objects.filter(pk=certification_id, status__in=GraphCertification.OPEN)
+        .values_list("lease_expires_at", flat=True)
+        .first()
+    )
+    if row is None:
+        return None
+    return max(0.0, (row - timezone.now()).total_seconds())
+
+
+def measure_arm(certification: GraphCertification, evaluator: Any, arm: str) -> Evaluation:
+    """One arm's evaluation: the candidate, or the control (no graph when it has none)."""
+    from .evolution.sources import evaluates_without_graph
+    from .selectors import graph_of
+
+    revision = certification.candidate if arm == "candidate" else certification.control
+    if revision is None and not evaluates_without_graph(evaluator):
+        raise CertificationRefused(f"the {certification.evaluator} evaluator cannot measure an agent without a graph")
+    graph = graph_of(revision) if revision is not None else None
+    return evaluator.evaluate(revision.digest if revision else None, graph, iteration=0, purpose=arm)
+
+
+def certification_step(*, certification_id: int, worker: str, now: datetime | None = None) -> GraphCertification | None:
+    """Measure what is left of a certification and finish it if it is free; None when another worker holds it or
+    it has ended. Waits (status waiting, lease released) while agents have jobs to answer."""
+    from config.celery import TRANSIENT_ERRORS
+
+    from .evolution.jobs import certification_prefix
+    from .evolution.sources import certification_evaluator
+
+    certification = _claim(certification_id, worker, now or timezone.now())
+    if certification is None:
+        return None
+    if certification.attempts > MAX_ATTEMPTS:
+        last = f": {certification.error}" if certification.error else " (the worker died; see its logs)"
+        return _end(certification, worker, Status.FAILED, f"gave up after {MAX_ATTEMPTS} attempts{last}")
+    try:
+        evaluator = certification_evaluator(
+            workspace=certification.workspace,
+            evaluator=certification.evaluator,
+            config=certification.config or {},
+            subject_prefix=certification_prefix(certification.pk),
+        )
+        pending: list[str] = []
+        for arm in ("candidate", "control"):
+            field = f"{arm}_evaluation"
+            if getattr(certification, field) is not None:
+                continue
+            try:
+                evaluation = measure_arm(certification, evaluator, arm)
+            except EvaluationPending as waiting:
+                pending.append(f"{arm}: {waiting}")
+                continue
+            renewed = timezone.now() + timedelta(seconds=lease_seconds())
+            _update_owned(
+                certification, worker, **{field: evaluation.to_document()}, attempts=0, lease_expires_at=renewed
+            )
+        if pending:
+            _update_owned(
+                certification,
+                worker,
+                status=Status.WAITING,
+                error="; ".join(pending)[:4000],
+                lease_owner="",
+                lease_expires_at=None,
+                attempts=0,
+            )
+            return certification
+        return _finish(certification, worker)
+    except LeaseLost:
+        log.warning("certification %s: lease lost, another worker goes on", certification_id)
+        return None
+    except CertificationRefused as refused:
+        return _end(certification, worker, Status.REFUSED, str(refused))
+    except TRANSIENT_ERRORS as error:  # Celery retries with backoff
+        GraphCertification.objects.filter(pk=certification.pk, lease_owner=worker).update(
+            lease_owner="", lease_expires_at=None, error=f"{type(error).__name__}: {error}"[:4000]
+        )
+        raise
+    except Exception as error:  # an evaluator that failed for good: recorded, no certificate
+        log.exception("certification %s failed", certification_id)
+        return _end(certification, worker, Status.FAILED, f"{type(error).__name__}: {error}")
+
+
+def _finish(certification: GraphCertification, worker: str) -> GraphCertification:
+    """Issue the certificate and close the row, in one durable transaction, once: only while `worker` holds it."""
+    with transaction.atomic(durable=True):
+        locked = (
+            GraphCertification.objects.select_for_update(of=("self",))
+            .select_related("workspace", "candidate", "control", "requested_by")
+            .get(pk=certification.pk)
+        )
+        if locked.lease_owner != worker or locked.status != Status.RUNNING:
+            return locked
+        return issue_in_transaction(locked, actor=actor_of(locked))
+
+
+def _end(certification: GraphCertification, worker: str, status: str, error: str) -> GraphCertification:
+    with transaction.atomic(durable=True):
+        locked = (
+            GraphCertification.objects.select_for_update(of=("self",))
+            .select_related("workspace", "candidate", "control")
+            .get(pk=certification.pk)
+        )
+        if locked.lease_owner != worker or not locked.is_open:
+            return locked
+        _close(locked, status, error)
+        audit_record(
+            actor=Actor.system(),
+            verb="graph_certification.finish",
+            target=locked,
+            after={"status": status, "error": locked.error[:500]},
+        )
+    return locked
+
+
+# -- the reaper and the leases of dead workers ------------------------------------------------------------------------
+
+
+def certifications_to_resume(now: datetime | None = None) -> list[int]:
+    """Open certifications nobody holds: a running one whose lease ran out (its worker died), a queued one whose
+    message was lost (queued for over a minute). Waiting ones go on when their jobs are answered or expire."""
+    now = now or timezone.now()
+    lapsed = Q(status=Status.RUNNING) & (Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    lost = Q(status=Status.QUEUED, created_at__lt=now - timedelta(minutes=1), lease_expires_at__isnull=True)
+    return list(GraphCertification.objects.filter(lapsed | lost).values_list("pk", flat=True)[:100])
+
+
+def _held(now: datetime):
+    return GraphCertification.objects.filter(status=Status.RUNNING, lease_expires_at__gt=now).exclude(lease_owner="")
+
+
+def certification_lease_holders(*, now: datetime | None = None) -> list[str]:
+    return list(_held(now or timezone.now()).values_list("lease_owner", flat=True).distinct())
+
+
+def certification_leases_release(*, owners, now: datetime | None = None) -> int:
+    """End the live leases of certifications held by `owners` (dead worker processes); returns how many."""
+    now = now or timezone.now()
+    released = 0
+    with transaction.atomic(durable=True):
+        rows = _held(now).filter(lease_owner__in=list(owners)).values_list("pk", "lease_owner", "lease_expires_at")
+        for pk, owner, expires in rows:
+            if not _held(now).filter(pk=pk, lease_owner=owner).update(lease_expires_at=now):
+                continue
+            audit_record(
+                actor=Actor.system(),
+                verb="graphcertification.lease_released",
+                target=("graphs.graphcertification", str(pk)),
+                before={"lease_owner": owner, "lease_expires_at": expires.isoformat()},
+                after={"lease_expires_at": now.isoformat(), "reason": "its worker process stopped"},
+            )
+            released += 1
+            enqueue_on_commit(pk)
+    return released
+
+
+__all__ = [
+    "KIND",
+    "CertificationRefused",
+    "certification_step",
+    "certifications_to_resume",
+    "graph_certify",
+    "issue_in_transaction",
+    "round_recorded_in_transaction",
+]
