@@ -12,6 +12,7 @@ from django.utils.http import parse_etags
 from ninja import Query, Router, Status
 from pydantic import ValidationError
 
+from accounts.services import Actor
 from config.auth import scoped
 from config.cursors import InvalidCursor
 from config.errors import ApiError, Error
@@ -22,6 +23,9 @@ from llm.core import ModelError, ModelReplyIncomplete, ModelReplyInvalid
 from . import cache, selectors
 from .guidance import NoActiveGraph, guidance_body
 from .schemas import (
+    ActiveGraphOut,
+    CertificationOut,
+    CertifyIn,
     GraphRevisionOut,
     GuidanceIn,
     GuidanceOut,
@@ -36,6 +40,7 @@ READ_SCOPE = "graphs:read"
 GUIDE_SCOPE = "graphs:guide"
 READ = scoped(READ_SCOPE)
 GUIDE = scoped(GUIDE_SCOPE)
+CERTIFY = scoped("evolutions:run")  # starting an evaluation is an operator's, as starting an evolution run is
 JSON = "application/json; charset=utf-8"  # what ninja's renderer answers
 MODEL_RETRY_AFTER_SECONDS = 5  # when the provider named no wait of its own
 MAX_MODEL_RETRY_AFTER_SECONDS = 300
@@ -84,9 +89,10 @@ def list_workspaces(request: HttpRequest):
     return Status(200, {"items": items})
 
 
-def _active_headers(response: HttpResponse, summary: dict) -> HttpResponse:
+def _active_headers(response: HttpResponse, summary: dict, card: dict) -> HttpResponse:
     response["ETag"] = f'"{summary["digest"]}"'
     response["X-Waymark-Revision"] = str(summary["seq"])
+    response["X-Waymark-Certificate"] = card.get("certificate_header") or "none"
     response["Cache-Control"] = "no-cache"
     return response
 
@@ -94,8 +100,14 @@ def _active_headers(response: HttpResponse, summary: dict) -> HttpResponse:
 @router.get(
     "/{ws}/active",
     auth=READ,
-    response={200: GraphRevisionOut, 304: None, 401: Error, 403: Error, 404: Error, 422: Error},
+    response={200: ActiveGraphOut, 304: None, 401: Error, 403: Error, 404: Error, 422: Error},
     summary="The active graph (refiner shape) with digest, seq and meta; strong ETag, If-None-Match answers 304",
+    description=(
+        "`certificate` is the summary of the revision's latest with-versus-without certificate (null: not "
+        "certified yet). The ETag is the graph's digest: a certificate issued later for the same revision does not "
+        "change it, so the `X-Waymark-Certificate` header (on 200 and 304 alike) names the certificate in force "
+        "(`none`, or `id=…; passed=…; uplift=…; lower=…; n=…`); ask without If-None-Match when its id changed."
+    ),
 )
 def active_graph(request: HttpRequest, ws: str):
     return active_graph_response(request, ws)
@@ -111,18 +123,21 @@ def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
     if_none_match = request.META.get("HTTP_IF_NONE_MATCH")
     etag = f'"{summary["digest"]}"'
     if if_none_match and (if_none_match == etag or {etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
-        return _active_headers(HttpResponseNotModified(), summary)
-    content = cache.bodies.get(summary["id"])
-    if content is None:  # a revision never changes: its encoded body is kept per process
+        return _active_headers(HttpResponseNotModified(), summary, card)
+    certificate = card.get("certificate")
+    key = (summary["id"], certificate["digest"] if certificate else None)
+    content = cache.bodies.get(key)
+    if content is None:  # a revision and a certificate never change: the encoded body is kept per process
         graph = selectors.graph_at(summary["id"], summary["digest"])
         body = {
             "workspace": card["slug"],
             **_summary_out(summary),
             "created_at": summary["created_at"].isoformat().replace("+00:00", "Z"),
             "graph": graph.to_refiner_json(),
+            "certificate": certificate,
         }
-        content = cache.bodies.put(summary["id"], json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
-    return _active_headers(HttpResponse(content, content_type="application/json"), summary)
+        content = cache.bodies.put(key, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    return _active_headers(HttpResponse(content, content_type="application/json"), summary, card)
 
 
 @router.get(
@@ -155,6 +170,80 @@ def get_revision(request: HttpRequest, ws: str, ref: str):
     graph = selectors.graph_of(revision)
     response = Status(200, {"workspace": workspace.slug, **_revision_out(revision), "graph": graph.to_refiner_json()})
     return response
+
+
+def _ref(revision) -> dict:
+    return {"seq": revision.seq, "digest": revision.digest}
+
+
+def certification_out(certification) -> dict:
+    return {
+        "id": certification.pk,
+        "workspace": certification.workspace.slug,
+        "status": certification.status,
+        "source": certification.source,
+        "evaluator": certification.evaluator,
+        "candidate": _ref(certification.candidate),
+        "control": _ref(certification.control) if certification.control_id else None,
+        "evolution_run": certification.evolution_run_id,
+        "round": certification.iteration,
+        "error": certification.error,
+        "certificate_id": certification.certificate_id,
+        "certificate": selectors.revision_certificate(certification.candidate_id),
+        "created_at": certification.created_at,
+        "finished_at": certification.finished_at,
+    }
+
+
+def _revision_at(ws: str, ref: str):
+    workspace = selectors.workspace_by_slug(ws)
+    try:
+        return selectors.resolve_revision(workspace, ref)
+    except selectors.InvalidRef as exc:
+        raise _bad_ref(exc)
+
+
+@router.post(
+    "/{ws}/revisions/{ref}/certify",
+    auth=CERTIFY,
+    response={202: CertificationOut, 401: Error, 403: Error, 404: Error, 422: Error},
+    summary="Certify a graph revision (operators): a paired evaluation against the active revision, or no graph",
+    description=(
+        "202 with the certification: the same validation tasks measured under the revision and under the "
+        "workspace's active revision (the active revision itself: against what its last certificate measured it "
+        "against; nothing active: no graph at all), on a worker; with the agents evaluator, agents answer its jobs. "
+        "A certification of the revision already under way is answered as it is. 422 `cannot_certify` says why "
+        "none can start (no evaluator to take, an evaluator that cannot measure without a graph, the same graph)."
+    ),
+)
+def certify_revision(request: HttpRequest, ws: str, ref: str, body: CertifyIn | None = None):
+    from .certification_services import CertificationRefused, graph_certify
+
+    if not request.user.may_operate:
+        raise ApiError(403, "forbidden", "certifying a graph revision needs the operator role")
+    revision = _revision_at(ws, ref)
+    try:
+        certification, _ = graph_certify(
+            actor=Actor.of_request(request), revision=revision, evaluator=body.evaluator if body else None
+        )
+    except CertificationRefused as exc:
+        raise ApiError(422, "cannot_certify", str(exc)) from None
+    certification.refresh_from_db()
+    return Status(202, certification_out(certification))
+
+
+@router.get(
+    "/{ws}/revisions/{ref}/certification",
+    auth=READ,
+    response={200: CertificationOut, 401: Error, 403: Error, 404: Error, 422: Error},
+    summary="A graph revision's latest certification (paired evaluation) with its latest certificate",
+)
+def revision_certification(request: HttpRequest, ws: str, ref: str):
+    revision = _revision_at(ws, ref)
+    certification = selectors.latest_certification(revision)
+    if certification is None:
+        raise ApiError(404, "not_certified", f"revision {revision.label} has no certification yet")
+    return Status(200, certification_out(certification))
 
 
 @router.post(

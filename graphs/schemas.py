@@ -77,6 +77,55 @@ class GraphRevisionOut(RevisionOut):
     graph: RefinerGraph
 
 
+class CertificateSummaryOut(Schema):
+    """What an agent or a dashboard shows of a certificate: "certified +x, lower bound y, n"."""
+
+    id: int
+    passed: bool
+    metric: str = Field(description="success or score: the difference the policy judges")
+    uplift: float | None = Field(description="mean paired difference, candidate minus control, on [-1, 1]")
+    lower_bound: float | None
+    upper_bound: float | None
+    confidence: float | None
+    n: int | None = Field(description="paired tasks compared")
+    repairs: int | None = Field(description="tasks failed under the control and passed under the candidate")
+    breakages: int | None = Field(description="tasks passed under the control and failed under the candidate")
+    models: list[str] = Field(description="the agents' models the tasks were measured with")
+    decision_number: int = Field(description="the decisions taken on the held-out split, this one included")
+    against: str = Field(description="what the candidate was measured against")
+    sentence: str
+    digest: str
+
+
+class ActiveGraphOut(GraphRevisionOut):
+    certificate: CertificateSummaryOut | None = Field(
+        description="the revision's latest with-versus-without certificate; null when it was never certified"
+    )
+
+
+class CertifyIn(InputSchema):
+    evaluator: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)] | None = Field(
+        None, description="the evaluator to measure with; omitted: the one of the run that accepted the revision"
+    )
+
+
+class CertificationOut(Schema):
+    id: int
+    workspace: str
+    status: str = Field(description="queued, running, waiting (agents have jobs to answer), done, refused or failed")
+    source: str = Field(description="round: an evolution round's own evaluations; evaluation: measured for this")
+    evaluator: str
+    candidate: RevisionRefOut
+    control: RevisionRefOut | None = Field(description="what the candidate is measured against; null: no graph")
+    evolution_run: int | None
+    round: int | None
+    error: str
+    certificate_id: int | None = Field(description="the certificate this certification issued")
+    certificate: CertificateSummaryOut | None = Field(description="the revision's latest certificate")
+    created_at: datetime
+    finished_at: datetime | None
+
+
 class RevisionPageOut(Schema):
     items: list[RevisionOut]
     next_cursor: str | None
