@@ -1,13 +1,15 @@
 """Caches of the guidance path (Redis in production): what a guidance call costs is its neighbourhood, not the graph.
 
-- The workspace card (id, slug, task description, active revision summary) per slug and card version; every commit
-  that moves the active pointer replaces the version, so the shared entry is never stale (and expires after
-  ACTIVE_TTL seconds anyway). Each process reuses the card it read for at most CARD_LOCAL_SECONDS (1 s) before
+- The workspace card (id, slug, task description, active revision summary, the active revision's certificate
+  summary) per slug and card version; every commit that moves the active pointer, or that issues the active
+  revision a certificate, replaces the version, so the shared entry is never stale (and expires after ACTIVE_TTL
+  seconds anyway). Each process reuses the card it read for at most CARD_LOCAL_SECONDS (1 s) before
   asking the shared cache again, so a pointer move reaches every process within a second.
 - Exact revision refs (a seq number or a full digest) per workspace: immutable, since chains are append-only.
 - Serialized contexts keyed by (graph digest, node, hops, include_relations): content-addressed, never stale.
 - Parsed graphs: a small per-process LRU keyed by digest, so a document is parsed once per digest per process; recent
-  contexts and encoded active-graph bodies (immutable per revision) are kept per process in front of the shared cache.
+  contexts and encoded active-graph bodies (immutable per revision and certificate) are kept per process in front of
+  the shared cache.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def card(slug: str, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def forget_active(slug: str) -> None:
-    """On commit of a pointer move: a new card version at once; other processes' local copies within a second."""
+    """On commit of a pointer move (or of a certificate of the active revision): a new card version at once; other
+    processes' local copies within a second."""
     cache.set(_version_key(slug), uuid.uuid4().hex, None)
     recent_cards.forget(slug)
 
