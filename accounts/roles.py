@@ -31,6 +31,8 @@ SCOPES: dict[str, str] = {
     "intents:read": "read intent candidates",
     "intents:write": "post intent labels (with evidence) and vectors, judge candidates, analyse windows, decide "
     "alerts (agents, reviewers and operators; each action checks its own role)",
+    "certification:read": "read certificates, certification policies, critical tasks and model-coverage flags",
+    "certification:write": "set certification policies, tag critical tasks, start re-certifications (operators)",
 }
 
 
@@ -67,6 +69,7 @@ WRITE_SCOPES: dict[str, Holders] = {
     "evolutions:run": Holders(roles=_OPERATOR),
     "rubrics:write": Holders(roles=_ASSESSORS),
     "intents:write": Holders(roles=_ASSESSORS, agents=True),
+    "certification:write": Holders(roles=_OPERATOR),
 }
 READ_SCOPES: frozenset[str] = frozenset(SCOPES) - frozenset(WRITE_SCOPES)
 

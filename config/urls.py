@@ -33,6 +33,7 @@ urlpatterns = [
     path("procedures/", include("procedures.urls")),
     path("intents/", include("intents.urls")),
     path("reviews/", include("reviews.urls")),
+    path("certification/", include("uplift.urls")),
     path("api/v1/", api_not_found),  # ninja's root view raises a bare Http404 (HTML): answer it here
     path("api/v1/", ninja_urls),
     re_path(r"^api/v1(?:/|$)", api_not_found),  # after the API's own paths: only what they leave unmatched

@@ -64,6 +64,15 @@ class PromotionRequest(models.Model):
         return self.gate_snapshot.get("passing")
 
     @property
+    def certificate(self) -> dict | None:
+        """The summary of the certificate the candidate was proposed with (uplift.selectors.certificate_summary)."""
+        return self.gate_snapshot.get("certificate")
+
+    @property
+    def critical_findings(self) -> int:
+        return int((self.gate_snapshot.get("safety") or {}).get("critical") or 0)
+
+    @property
     def is_overridden(self) -> bool:
         return self.override_by_id is not None
 

@@ -26,6 +26,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
 from config.parsing import int_or_none
+from uplift import selectors as uplift_selectors
 
 from . import activations, registry, rubric_selectors, selectors, services, webhooks
 from .errors import Invalid, NotAllowed, ReviewError
@@ -57,6 +58,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "kinds": registry.kinds(),
         "recent": selectors.recent_closed(request.user, kind=kind),
         "mine_count": sum(1 for row in rows if row.pending_for_me),
+        "coverage_flags": [] if request.htmx else uplift_selectors.coverage_flags(),
     }
     template = "reviews/queue.html#items" if request.htmx else "reviews/queue.html"
     return render(request, template, context)
@@ -198,12 +200,36 @@ def _agreement(request: HttpRequest, item: PromotionRequest) -> dict[str, Any] |
     return {"report": rubric_selectors.agreement_for(request.user, rubric, version), "url": url}
 
 
+def _certification(request: HttpRequest, item: PromotionRequest, gate: dict[str, Any]) -> dict[str, Any]:
+    """The certificate the request was proposed with (else the candidate's newest, issued since), its coverage flag
+    and the safety scan, as the item page leads with them (three queries at most)."""
+    summary = gate.get("certificate") or {}
+    certificate = uplift_selectors.certificate_by_id(summary["id"]) if summary.get("id") else None
+    issued_since = False
+    if certificate is None:
+        certificate = uplift_selectors.latest_certificate(item.kind, item.candidate_id)
+        issued_since = certificate is not None
+    cv = uplift_selectors.certificate_view(certificate) if certificate is not None else None
+    flag = uplift_selectors.coverage_flags_of(item.kind, [item.candidate_id]).get(item.candidate_id)
+    recertify = None
+    if request.user.may_operate and cv is not None and (cv["exhausted"] or flag is not None):
+        recertify = {"kind": item.kind, "candidate_id": item.candidate_id, "model": flag.model if flag else ""}
+    return {
+        "cv": cv,
+        "certificate_issued_since": issued_since,
+        "coverage_flag": flag,
+        "recertify": recertify,
+        "safety": uplift_selectors.safety_for_page(gate.get("safety")),
+    }
+
+
 def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str, Any] | None = None, status=200):
     item = selectors.promotion_for_user(request.user, pk)
     view = selectors.promotion_view(request.user, item)
     diff_html, needs_mermaid, counts_line = _diff(request, item)
     gate = item.gate_snapshot or {}
     context = {
+        **_certification(request, item, gate),
         "item": item,
         "view": view,
         "still_needed": _still_needed(view),

@@ -18,6 +18,7 @@ class CertificateSummaryOut(Schema):
     """A certificate in one line: "certified +x, lower bound y, n" (uplift.selectors.certificate_summary)."""
 
     id: int
+    headline: str  # "certified +4.0 points, lower bound −1.2, n = 40"
     passed: bool
     metric: str  # success or score: the policy's metric
     uplift: float | None  # the mean paired difference, candidate minus control, on [-1, 1]; null when n = 0
@@ -41,6 +42,20 @@ class CoverageOut(Schema):
     share: float
     runs: int
     failed_certificate_id: int | None
+
+
+class CoverageFlagOut(Schema):
+    kind: str
+    parent_key: str
+    parent_label: str
+    candidate_id: str
+    label: str
+    model: str
+    share: float
+    runs: int
+    failed_certificate_id: int | None
+    flagged_at: datetime
+    checked_at: datetime
 
 
 class SafetyFindingSourceOut(Schema):

@@ -65,6 +65,21 @@ def split_ledger(split: HeldOutSplit) -> list[SplitDecision]:
     return list(SplitDecision.objects.filter(split=split).order_by("number"))
 
 
+def _points(value: float | None) -> str:
+    if value is None:
+        return "none"
+    points = value * 100
+    return f"{'+' if points > 0 else '−' if points < 0 else '±'}{abs(points):.1f}"
+
+
+def headline(passed: bool, difference: dict, n: int | None) -> str:
+    """ "certified +4.0 points, lower bound −1.2, n = 40": what a badge shows of a certificate."""
+    state = "certified" if passed else "not certified"
+    return (
+        f"{state} {_points(difference.get('mean'))} points, lower bound {_points(difference.get('low'))}, n = {n or 0}"
+    )
+
+
 def certificate_summary(certificate: Certificate | None) -> dict | None:
     """What an agent or a dashboard shows of a certificate ("certified +x, lower bound y, n"): the policy's metric's
     mean paired difference and its interval, n, repairs and breakages, the models measured, the split's decision
@@ -74,6 +89,7 @@ def certificate_summary(certificate: Certificate | None) -> dict | None:
     metric = (certificate.policy or {}).get("metric", "success")
     difference = (certificate.totals or {}).get(metric) or {}
     return {
+        "headline": headline(certificate.passed, difference, certificate.totals.get("n")),
         "id": certificate.pk,
         "passed": certificate.passed,
         "metric": metric,
@@ -150,3 +166,119 @@ def safety_report(texts: list[safety.LearnedText]) -> dict:
         "findings": [finding.to_document() for finding in ordered[:FINDINGS_KEPT]],
         "allowed_hosts": list(settings.WAYMARK_LEARNED_TEXT_HOSTS),
     }
+
+
+PAIRS_SHOWN = 200  # repairs and breakages listed on a page (the totals count them all)
+RUN_TASK_KINDS = ("procedure_version",)  # kinds whose task ids are stored runs (a held-out run per task)
+
+
+def certificate_by_id(certificate_id: int) -> Certificate | None:
+    return Certificate.objects.select_related("split").filter(pk=certificate_id).first()
+
+
+def policy_sentence(policy: dict) -> str:
+    """The policy in words: "non-inferiority: the lower bound above −2 points of success rate; n ≥ 10; …"."""
+    what = "success rate" if policy.get("metric") == "success" else "score"
+    if policy.get("mode") == "superiority":
+        bound = f"superiority: the lower bound of the uplift in {what} above 0"
+    elif float(policy.get("margin", 0)) >= 1:
+        bound = f"no bound asked of the uplift in {what} (margin 100 points)"
+    else:
+        margin = float(policy["margin"]) * 100
+        bound = f"non-inferiority: the lower bound of the uplift in {what} above −{margin:g} points"
+    return (
+        f"{bound}; at least {policy.get('min_n')} paired tasks; no critical task broken; no net regression; "
+        f"error budget α = {policy.get('alpha')} per held-out split, at most {policy.get('max_decisions')} decisions"
+    )
+
+
+def certificate_view(certificate: Certificate, *, pairs_shown: int | None = PAIRS_SHOWN) -> dict:
+    """Everything a page shows of a certificate: the sentence, the policy in words, the totals, the two differences
+    with their intervals (a chart spec and its table), the reuse of its split, the models, and the repairs and
+    breakages (critical first, at most PAIRS_SHOWN) with the runs to compare. Two queries (the split's ledger
+    count is the split row's)."""
+    from config.charts import chart_spec, series
+
+    totals = certificate.totals or {}
+    policy = certificate.policy or {}
+    threshold = 0.0 if policy.get("mode") == "superiority" else -float(policy.get("margin", 0.0))
+    differences = []
+    for metric, label in (("success", "success rate"), ("score", "score")):
+        value = totals.get(metric) or {}
+        differences.append(
+            {
+                "metric": metric,
+                "label": label,
+                "mean": value.get("mean"),
+                "low": value.get("low"),
+                "high": value.get("high"),
+                "judged": metric == policy.get("metric", "success"),
+            }
+        )
+    chart = chart_spec(
+        labels=[row["label"] for row in differences],
+        series_list=[
+            series(
+                f"{float(totals.get('confidence', 0.95)) * 100:.2f}".rstrip("0").rstrip(".") + "% interval",
+                [[row["low"], row["high"]] for row in differences],
+                kind="bar",
+                tone="neutral",
+            ),
+            series("mean paired difference", [row["mean"] for row in differences], points_only=True),
+            series("policy bound", [threshold, threshold], tone="failure"),
+        ],
+        x_title="uplift of the candidate",
+        y_title="candidate minus control",
+        kind="bar",
+        y_range=(-1, 1),
+    )
+    split = certificate.split
+    max_decisions = int(policy.get("max_decisions") or 0)
+    task_is_run = certificate.kind in RUN_TASK_KINDS
+    pairs = [
+        {**row, "task_run": int(row["task_id"]) if task_is_run and str(row["task_id"]).isdigit() else None}
+        for row in certificate.tasks or []
+        if row.get("outcome") in ("repair", "breakage")
+    ]
+    pairs.sort(key=lambda row: (not row.get("critical"), row.get("outcome") != "breakage"))
+    return {
+        "certificate": certificate,
+        "chart_id": f"certificate-{certificate.pk}-chart",
+        "policy_sentence": policy_sentence(policy),
+        "totals": totals,
+        "differences": differences,
+        "threshold": threshold,
+        "chart": chart,
+        "split": split,
+        "split_decisions": split.decisions,
+        "max_decisions": max_decisions,
+        "exhausted": bool(max_decisions) and split.decisions >= max_decisions,
+        "later_decisions": max(split.decisions - certificate.decision_number, 0),
+        "models": list(certificate.agent_models or []),
+        "pairs": pairs if pairs_shown is None else pairs[:pairs_shown],
+        "pairs_total": len(pairs),
+        "critical_keys": critical_task_keys(certificate.kind, certificate.parent_key),
+    }
+
+
+def safety_for_page(report: dict | None) -> dict | None:
+    """A stored safety report with each source's run id as an int (`run`) where it names a stored run, for links."""
+    if not report:
+        return None
+    findings = []
+    for finding in report.get("findings") or []:
+        sources = [
+            {**source, "run": int(source["run_id"]) if str(source.get("run_id", "")).isdigit() else None}
+            for source in finding.get("sources") or []
+        ]
+        findings.append({**finding, "sources": sources})
+    return {**report, "findings": findings}
+
+
+def policies() -> list[CertificationPolicy]:
+    """Every policy set, by kind and parent (the kind's own, parent "", first)."""
+    return list(CertificationPolicy.objects.select_related("updated_by").order_by("kind", "parent_key"))
+
+
+def all_critical_tasks(limit: int = 500) -> list[CriticalTask]:
+    return list(CriticalTask.objects.select_related("tagged_by").order_by("kind", "parent_key", "task_key")[:limit])

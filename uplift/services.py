@@ -63,6 +63,12 @@ def _check_operator(actor: Actor) -> None:
         raise UpliftNotAllowed("this needs the operator role")
 
 
+def _check_kind(kind: str) -> None:
+    known = [promotable.key for promotable in registry.kinds()]
+    if kind not in known:
+        raise UpliftInvalid(f"no promotable kind {kind!r}; known: {', '.join(known)}")
+
+
 def split_key(task_ids: Iterable[str]) -> str:
     """The digest naming a set of held-out tasks (order and repeats do not matter)."""
     joined = "\n".join(sorted({str(task_id) for task_id in task_ids}))
@@ -322,6 +328,7 @@ def recertification_start(*, actor: Actor, kind: str, candidate_id: str, model: 
 
 def critical_task_tag(*, actor: Actor, kind: str, parent_key: str, task_key: str, reason: str = "") -> CriticalTask:
     _check_operator(actor)
+    _check_kind(kind)
     task_key = (task_key or "").strip()
     if not task_key or len(task_key) > MAX_TASK_KEY:
         raise UpliftInvalid(f"a task key is 1 to {MAX_TASK_KEY} characters")
@@ -352,6 +359,7 @@ def policy_set(*, actor: Actor, kind: str, parent_key: str = "", **fields: Any) 
     """Set the policy of `kind` for `parent_key` ("" for every parent of the kind); unknown or bad values raise
     UpliftInvalid."""
     _check_operator(actor)
+    _check_kind(kind)
     current = policy_for(kind, parent_key).to_document()
     unknown = sorted(set(fields) - set(current))
     if unknown:

@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import math
 import re
+import string
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 RULES = ("injection", "secret", "url")
@@ -202,53 +205,91 @@ _URL = re.compile(
 _URL_TAIL = ".,;:!?'\")]}"
 _IP = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|.*:.*")  # IPv4, or IPv6 (the brackets already gone)
 
-# --- the gate: a necessary condition of every pattern above, searched on the lowered text -------------------------
+# --- the gate: a necessary condition of every finding, searched once over all the texts ---------------------------
 
-_RUN = "[a-z0-9+/=_-]"  # the token alphabet, lowered
+_VALUE = r"""\s*[:=]\s*["']?[^\s"'`,;]{8}"""  # an assignment's separator and the first 8 characters of its value
+# Each alternative is one of the patterns above (or a necessary part of one), on the lowered text, started at a
+# character rare in prose, the rest of its start checked by a lookbehind: "ignore" is found at its "g".
 _GATE = re.compile(
     "|".join(
         [
-            # injection anchors: ignore, disregard, github_pat_/gh?_ (secret)
-            r"g(?:nore\s|ard\s|h[pousr]_|ithub_pat_)",
-            r"w(?:ww\.|(?<=now)\s)",  # a www. host; "you are now"
-            r"p(?:rompt)",  # system prompt, reveal your prompt
-            r"u(?:ction)",  # instructions (new instructions:, ### instruction, reveal your instructions)
-            r"f(?:orget\s|orm\s+the\s|y\s+the\s)",  # forget; do not inform / notify the user
-            r"l(?:l\s+the\s)",  # do not tell the user
-            r"c(?:t\s+as\s)",  # act as
-            r"v(?:erride\s|eal\s|eloper\s)",  # override, reveal, developer mode
-            r"x(?:filtrat|ox[abprs]-)",  # exfiltrate; Slack
-            r"j(?:ailbreak|(?<=eyj))",  # jailbreak; a JSON Web Token
-            r"k(?:ia|-(?<=sk-)|_live_)",  # AWS; sk- (Anthropic, OpenAI); Stripe
-            r"z(?<=aiz)",  # Google
+            rf"g(?:(?<=\big)nore\s+{_THEIR_ORDERS}|(?<=\bdisreg)ard\s+{_THEIR_ORDERS}"
+            rf"|(?<=\bforg)et\s+(?:everything|{_THEIR_ORDERS})|(?<=\bg)(?:h[pousr]_[a-z0-9]{{20}}|ithub_pat_))",
+            r"v(?:(?<=\bov)erride\s|(?<=\brev)eal\s+(?:your|the)\s|(?<=\bdev)eloper\s+mode)",
+            rf"w(?:(?<=\bnow)\s|(?<=\bnew)\s+instructions?\s*:|(?<=\bw)ww\.|(?<=[ps]w)(?:or)?d{_VALUE})",
+            r"y(?<=\bsy)stem\s+prompt",
+            rf"l(?<=\btel)l\s+the\s+{_WHO}",
+            rf"f(?:(?<=\binf)orm|(?<=\bnotif)y)\s+the\s+{_WHO}",
+            rf"c(?:(?<=\bac)t\s+as\s|(?<=sec)ret{_VALUE})",
+            r"k(?:(?<=\bak)ia[0-9a-z]{16}|(?<=\bsk)-[a-z0-9_-]{20}|(?<=\b[rs]k)_live_[0-9a-z]{10}"
+            rf"|(?<=tok)en{_VALUE}|(?<=api[_-]k)ey{_VALUE}|(?<=apik)ey{_VALUE}|(?<=private k)ey-----)",
+            r"j(?:(?<=\bj)ailbreak|(?<=\beyj)[a-z0-9_-]{10})",
+            r"x(?:(?<=\bex)filtrat|(?<=\bx)ox[abprs]-[a-z0-9-]{10})",
+            r"z(?<=\baiz)a[0-9a-z_-]{35}",
+            r"6(?<=\bbase6)4\s+-",
+            r":(?://|(?<=command:)|(?<=script:)|(?<=code:)|(?<=\s:))",  # a scheme; run this command:
+            r"\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b",  # curl … | sh
             r"<(?:\||<)",  # <|im_start|>, <<SYS>>
-            r"\[(?:/?inst\])",
+            r"\[/?inst\]",
             r"##",
-            r"\|",  # curl … | sh
-            r":",  # URLs, credentials in them, key: value, new instructions:, run this command:
-            r"/",  # bare hosts with a path
-            r"=",  # key=value
-            r"-----",  # PEM
-            # high-entropy tokens: a run of 24+ with a digit has a digit with 11 run characters after it or before
-            *(rf"{digit}(?:{_RUN}{{11}}|(?<={_RUN}{{12}}))" for digit in "0123456789"),
-            r"64\s",  # base64 -d (the "6" alternative above may not match it)
+            r"\.[a-z]{2,24}/",  # a bare host with a path
         ]
     )
 )
+# Characters the case-insensitive patterns (credential names, URLs) match as ASCII letters but lowering keeps
+# apart (re's case folding: "ſ" is "s", "ı" is "i"): a text holding one is always scanned whole.
+_FOLDED = re.compile("[\u017f\u0131]")
+# High-entropy tokens, found without a regex: the texts encoded one byte per character ("?" for any non-ASCII
+# one), the token alphabet translated to "a" and everything else to " ", then every run of ENTROPY_MIN_LENGTH "a"s
+# is a token `_TOKEN` would find, measured where it is.
+_RUN_BYTES = bytes(
+    ord("a") if chr(byte) in string.ascii_letters + string.digits + "+/=_-" else ord(" ") for byte in range(256)
+)
+_LONG_RUN = b"a" * ENTROPY_MIN_LENGTH
 
 
 def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> list[Finding]:
     """Every finding in `texts`, in input order and then by position in each text."""
     allowed = tuple(_normal_host(host) for host in allowed_hosts if _normal_host(host))
     observations: dict[str, str] = {}  # observation -> lowered, spacing normalised (only for injection hits)
+    items = list(texts)
     findings: list[Finding] = []
-    gate = _GATE.search
-    for item in texts:
-        text = item.text
-        lowered = _lower(text)
-        if gate(lowered) is not None:
-            findings.extend(_scan_text(item, text, lowered, allowed, observations))
+    for index in _candidates([item.text for item in items]):
+        item = items[index]
+        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations))
     return findings
+
+
+def _candidates(texts: list[str]) -> list[int]:
+    """The indices, in order, of the texts that may have a finding: all the texts joined by NULs into one string,
+    lowered once, searched by `_GATE` (from the start of the next text after each hit), `_FOLDED` and the long
+    runs of token characters measured in place. The texts with none have nothing to report."""
+    if not texts:
+        return []
+    joined = "\x00".join(texts)
+    lowered = _lower(joined)
+    starts = [0, *accumulate(len(text) + 1 for text in texts)]  # starts[i]: where text i begins
+    marked: set[int] = set()
+    search, last = _GATE.search, len(texts) - 1
+    match = search(lowered)
+    while match is not None:
+        index = bisect_right(starts, match.start()) - 1
+        marked.add(index)
+        if index >= last:
+            break
+        match = search(lowered, starts[index + 1])
+    if not lowered.isascii():
+        marked.update(bisect_right(starts, match.start()) - 1 for match in _FOLDED.finditer(lowered))
+    runs = joined.encode("ascii", "replace").translate(_RUN_BYTES)
+    find = runs.find
+    start = find(_LONG_RUN)
+    while start >= 0:  # a run's start: the search begins after the previous run (or at 0)
+        end = find(b" ", start + ENTROPY_MIN_LENGTH)
+        end = len(runs) if end < 0 else end
+        if _high_entropy(joined[start:end]) is not None:
+            marked.add(bisect_right(starts, start) - 1)
+        start = find(_LONG_RUN, end)
+    return sorted(marked)
 
 
 def _scan_ungated(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> list[Finding]:

@@ -1,0 +1,120 @@
+"""Certification pages: a certificate whole, and the certification page (the artifacts flagged "not certified for
+<model>", the policies per kind and parent, the critical tasks). Reads are open to every active user; setting a
+policy, tagging a critical task and starting a re-certification need the operator role (the services refuse
+others: 403). A refused change re-renders the page with the message."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from accounts.services import Actor
+from reviews import registry
+
+from . import selectors, services
+
+
+def _kinds() -> list[tuple[str, str]]:
+    return [(kind.key, kind.label) for kind in registry.kinds()]
+
+
+def _back(request: HttpRequest, fallback: str) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
+        return redirect(target)
+    return redirect(fallback)
+
+
+@login_required
+def certificate_view(request: HttpRequest, pk: int) -> HttpResponse:
+    certificate = selectors.certificate_by_id(pk)
+    if certificate is None:
+        raise Http404("no such certificate")
+    cv = selectors.certificate_view(certificate, pairs_shown=None)
+    context = {"cv": cv, "tasks": certificate.tasks, "ledger": selectors.split_ledger(certificate.split)}
+    return render(request, "uplift/certificate.html", context)
+
+
+def _page(request: HttpRequest, *, error: str = "", form: dict | None = None, status: int = 200) -> HttpResponse:
+    context = {
+        "flags": selectors.coverage_flags(),
+        "policies": selectors.policies(),
+        "default_policy": selectors.default_policy().to_document(),
+        "default_sentence": selectors.policy_sentence(selectors.default_policy().to_document()),
+        "critical": selectors.all_critical_tasks(),
+        "kinds": _kinds(),
+        "error": error,
+        "form": form or {},
+        "may_operate": request.user.may_operate,
+    }
+    return render(request, "uplift/policies.html", context, status=status)
+
+
+POLICY_FIELDS = ("mode", "margin", "min_n", "metric", "alpha", "max_decisions")
+NUMBERS = {"margin": float, "alpha": float, "min_n": int, "max_decisions": int}
+
+
+@login_required
+def policies_view(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return _page(request)
+    form = {name: request.POST.get(name, "").strip() for name in ("kind", "parent_key", *POLICY_FIELDS)}
+    fields = {}
+    try:
+        for name in POLICY_FIELDS:
+            if form[name]:
+                fields[name] = NUMBERS.get(name, str)(form[name])
+        services.policy_set(actor=Actor.of_request(request), kind=form["kind"], parent_key=form["parent_key"], **fields)
+    except services.UpliftNotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except (ValueError, services.UpliftInvalid) as exc:
+        return _page(request, error=f"The policy was not set: {exc}", form=form, status=400)
+    messages.success(request, f"Policy of {form['kind']} {form['parent_key'] or '(every parent)'} set.")
+    return redirect("uplift:policies")
+
+
+@login_required
+@require_POST
+def critical_view(request: HttpRequest) -> HttpResponse:
+    actor = Actor.of_request(request)
+    kind, parent_key = request.POST.get("kind", "").strip(), request.POST.get("parent_key", "").strip()
+    task_key = request.POST.get("task_key", "").strip()
+    try:
+        if request.POST.get("untag") == "1":
+            services.critical_task_untag(actor=actor, kind=kind, parent_key=parent_key, task_key=task_key)
+            messages.success(request, f"Task {task_key} is no longer critical.")
+        else:
+            if kind not in dict(_kinds()) or not parent_key:
+                raise services.UpliftInvalid("name a known kind and its parent")
+            reason = request.POST.get("reason", "")
+            services.critical_task_tag(actor=actor, kind=kind, parent_key=parent_key, task_key=task_key, reason=reason)
+            messages.success(request, f"Task {task_key} is critical: any breakage on it blocks certification.")
+    except services.UpliftNotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except services.UpliftInvalid as exc:
+        return _page(request, error=str(exc), status=400)
+    return _back(request, "uplift:policies")
+
+
+@login_required
+@require_POST
+def recertify_view(request: HttpRequest) -> HttpResponse:
+    try:
+        started = services.recertification_start(
+            actor=Actor.of_request(request),
+            kind=request.POST.get("kind", "").strip(),
+            candidate_id=request.POST.get("candidate_id", "").strip(),
+            model=request.POST.get("model", ""),
+        )
+    except services.UpliftNotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except services.UpliftInvalid as exc:
+        messages.error(request, f"Not started: {exc}")
+    else:
+        messages.success(request, f"Re-certification started: {started}.")
+    return _back(request, "uplift:policies")
