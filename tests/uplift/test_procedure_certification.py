@@ -13,7 +13,8 @@ from procedures import mining_services
 from procedures.demo_agent import simulate_job
 from procedures.models import ReplayRun, ReplayStatus
 from procedures.promotable import KIND
-from reviews import registry, services as review_services
+from reviews import registry
+from reviews import services as review_services
 from tests.conftest import logged_in
 from tests.procedures.factories import REFUND, refund_run, refund_runs
 from tests.trajectories.factories import ingest, run_item, step_item
