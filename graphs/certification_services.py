@@ -42,7 +42,6 @@ from graphs.core.rejections import ACCEPTED, RejectionEntry
 from uplift.selectors import latest_certificate
 from uplift.services import SplitExhausted, certificate_issue, split_decision_record
 
-from . import cache
 from .models import EvolutionRound, EvolutionRun, GraphCertification, Revision, Workspace
 
 log = logging.getLogger(__name__)
@@ -278,11 +277,8 @@ def issue_in_transaction(certification: GraphCertification, *, actor: Actor) -> 
             certification.certificate_id = row.pk
             certification.passed = row.passed
     _close(certification, Status.REFUSED if refusal else Status.DONE, refusal)
-    if not refusal:
-        active = Workspace.objects.filter(pk=certification.workspace_id).values_list("active_revision_id", flat=True)
-        if active.first() == candidate_revision.pk:  # the active graph's certificate changed: agents see it
-            slug = certification.workspace.slug
-            transaction.on_commit(lambda: cache.forget_active(slug))
+    # (certificate_issue tells the kind, whose certification_changed drops the workspace card on commit: a new
+    # certificate of the active revision reaches agents.)
     audit_record(
         actor=actor,
         verb="graph_certification.finish",
@@ -313,9 +309,39 @@ def _control_for(workspace: Workspace, revision: Revision) -> Revision | None:
     return Revision.objects.defer("document").filter(pk=replaced, workspace=workspace, kind=GRAPH).first()
 
 
-def _evaluator_for(workspace: Workspace, revision: Revision, evaluator: str | None) -> tuple[str, dict[str, Any]]:
+def fresh_validation_tasks(
+    workspace: Workspace, *, after: datetime | None, model: str | None, limit: int = 20
+) -> list[dict[str, str]]:
+    """Validation tasks for the agents evaluator from the newest production runs the workspace guided that were
+    received after `after` (and made by `model`, when given): one per distinct task, newest first."""
+    from trajectories.selectors import runs_guided_by
+
+    _, total = runs_guided_by(workspace.slug, offset=0, limit=0)
+    runs, _ = runs_guided_by(workspace.slug, offset=max(0, total - 1000), limit=1000)
+    tasks: dict[str, dict[str, str]] = {}
+    for run in reversed(runs):
+        if after is not None and run.created_at <= after:
+            continue
+        if model is not None and (run.metadata or {}).get("model") != model:
+            continue
+        if run.task and run.task not in tasks:
+            tasks[run.task] = {"task_id": run.external_id or f"run-{run.pk}", "task": run.task}
+        if len(tasks) >= limit:
+            break
+    return list(tasks.values())
+
+
+def _evaluator_for(
+    workspace: Workspace,
+    revision: Revision,
+    evaluator: str | None,
+    *,
+    after: datetime | None = None,
+    model: str | None = None,
+) -> tuple[str, dict[str, Any]]:
     """The evaluator key and its config: the one named, else the one of the run that accepted the revision, else
-    of the workspace's latest run; agents get the run's validation tasks (or the workspace's stored tasks)."""
+    of the workspace's latest run; agents get the run's validation tasks (or the workspace's stored tasks; fresh
+    ones — received after `after`, of `model` — for a re-certification)."""
     from .evolution.services import _validation_tasks
     from .evolution.sources import AGENTS, UnknownEvaluator, check_evaluator
 
@@ -332,6 +358,19 @@ def _evaluator_for(workspace: Workspace, revision: Revision, evaluator: str | No
         raise CertificationRefused(str(error)) from None
     same_run = run is not None and run.evaluator == key
     config = _run_config(run) if same_run else {"drawn_at": timezone.now().isoformat()}
+    if after is not None or model is not None:
+        if key != AGENTS and model is not None:
+            raise CertificationRefused(
+                f"the {key} evaluator measures its own tasks: it cannot measure runs of {model}; use agents"
+            )
+        config.update({"fresh_after": after.isoformat() if after else None, "model": model})
+        if key == AGENTS:
+            config["drawn_at"] = timezone.now().isoformat()
+            config["validation_tasks"] = fresh_validation_tasks(workspace, after=after, model=model)
+            if not config["validation_tasks"]:
+                of_model = f" of {model}" if model else ""
+                since = f" received after {after:%Y-%m-%d %H:%M} UTC" if after else ""
+                raise CertificationRefused(f"no stored run{of_model} of this workspace{since} has a task")
     if key == AGENTS and not config.get("validation_tasks"):
         config["validation_tasks"] = _validation_tasks(workspace)
         if not config["validation_tasks"]:
@@ -339,10 +378,18 @@ def _evaluator_for(workspace: Workspace, revision: Revision, evaluator: str | No
     return key, config
 
 
-def graph_certify(*, actor: Actor, revision: Revision, evaluator: str | None = None) -> tuple[GraphCertification, bool]:
+def graph_certify(
+    *,
+    actor: Actor,
+    revision: Revision,
+    evaluator: str | None = None,
+    after: datetime | None = None,
+    model: str | None = None,
+) -> tuple[GraphCertification, bool]:
     """Queue a certification evaluation of `revision` against what it would replace; (certification, created).
-    A certification of the revision already under way is returned as it is (created False). CertificationRefused
-    says why one cannot start (nothing written)."""
+    A certification of the revision already under way is returned as it is (created False). `after` and `model`
+    (a re-certification) measure fresh tasks: the agents evaluator's tasks from runs received after `after`, of
+    `model`. CertificationRefused says why one cannot start (nothing written)."""
     if revision.kind != GRAPH:
         raise CertificationRefused("only graph revisions are certified")
     try:
@@ -356,7 +403,7 @@ def graph_certify(*, actor: Actor, revision: Revision, evaluator: str | None = N
                 raise CertificationRefused(
                     f"revision {revision.label} is the same graph as {control.label}: there is nothing to compare"
                 )
-            key, config = _evaluator_for(workspace, revision, evaluator)
+            key, config = _evaluator_for(workspace, revision, evaluator, after=after, model=model)
             if control is None and not can_evaluate_without_graph(key):
                 raise CertificationRefused(
                     f"the {key} evaluator cannot measure an agent without a graph (evaluates_without_graph), "

@@ -12,6 +12,7 @@ This is the only way a workspace's active pointer moves after seeding.
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
@@ -19,7 +20,9 @@ from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
 from graphs.core import skeleton
 from graphs.core.diff import graph_diff, to_mermaid_diff
+from reviews.activations import activated_since
 from reviews.registry import (
+    ActiveArtifact,
     Choice,
     Description,
     DiffView,
@@ -30,15 +33,19 @@ from reviews.registry import (
     register_kind,
     significant,
 )
+from trajectories.selectors import step_observations
+from uplift.core.safety import LearnedText, Source
 from uplift.selectors import certificate_summary, certificates_of, latest_certificate
 
+from . import cache
 from .models import EvolutionRound, Revision, Workspace, revision_label
-from .selectors import graph_of, latest_certification
+from .selectors import graph_of, guided_run_models, latest_certification
 from .services import workspace_activate_revision_in_transaction
 
 KIND = "graph_revision"
 DRAW_LIMIT = 150  # nodes: a bigger graph is shown as its structural diff table only (as on the graph pages)
 PROPOSABLE_LIMIT = 200
+SOURCE_RUNS_READ = 50  # runs a round's traces name, read for the sources of a learned text
 
 
 def measured_round(revision: Revision) -> EvolutionRound | None:
@@ -49,6 +56,10 @@ def measured_round(revision: Revision) -> EvolutionRound | None:
         .order_by("-id")
         .first()
     )
+
+
+def _is_run_trace(trace_id: str) -> bool:
+    return trace_id.startswith("run-") and trace_id[4:].isascii() and trace_id[4:].isdigit()
 
 
 def _certificate_details(certificate) -> dict:
@@ -303,6 +314,79 @@ class GraphRevisionKind(PromotableKind):
 
     def history_url(self, parent_key: str) -> str:
         return reverse("graphs:workspace", args=[parent_key])
+
+    # --- certified uplift ---------------------------------------------------------------------------------------
+    def learned_texts(self, candidate_id: str) -> list[LearnedText]:
+        """Every node description and every edge's condition, guidance and pitfalls. Their sources: the stored runs
+        the refiner saw in the round that accepted the revision (its traces `run-<id>`), the steps calling the node
+        (for an edge, its two ends) with their observations."""
+        revision = _revision(candidate_id)
+        graph = graph_of(revision)
+        measured = measured_round(revision)
+        run_ids = [int(trace[4:]) for trace in (measured.trace_ids if measured else []) if _is_run_trace(trace)]
+        observed: dict[str, list[Source]] = {}
+        for run_id, ordinal, tool, observation in step_observations(run_ids[:SOURCE_RUNS_READ], list(graph.nodes)):
+            observed.setdefault(tool, []).append(Source(run_id=run_id, step=ordinal, observation=observation or ""))
+        texts = [
+            LearnedText(
+                where=f"node {node_id} description", text=node.description, sources=tuple(observed.get(node_id, ()))
+            )
+            for node_id, node in graph.nodes.items()
+            if node.description
+        ]
+        for edge in graph.edges:
+            sources = tuple(observed.get(edge.source, ())) + tuple(observed.get(edge.target, ()))
+            for field in ("condition", "guidance", "pitfalls"):
+                text = (edge.attributes or {}).get(field)
+                if isinstance(text, str) and text:
+                    where = f"edge {edge.source} → {edge.target} {field}"
+                    texts.append(LearnedText(where=where, text=text, sources=sources))
+        return texts
+
+    def active_artifacts(self) -> list[ActiveArtifact]:
+        """Every workspace's active revision, with when it was last activated through a review (two queries)."""
+        workspaces = list(
+            Workspace.objects.filter(active_revision__isnull=False)
+            .select_related("active_revision")
+            .defer("active_revision__document")
+        )
+        since = activated_since(KIND, [workspace.slug for workspace in workspaces])
+        return [
+            ActiveArtifact(
+                parent_key=workspace.slug,
+                candidate_id=str(workspace.active_revision_id),
+                parent_label=workspace.display_title,
+                label=workspace.active_revision.label,
+                url=reverse("graphs:workspace", args=[workspace.slug]),
+                since=since.get(workspace.slug),
+            )
+            for workspace in workspaces
+        ]
+
+    def recent_run_models(self, artifact: ActiveArtifact, *, limit: int) -> dict[str, int]:
+        """The newest `limit` production runs the workspace guided since its revision became active."""
+        return guided_run_models(artifact.parent_key, since=artifact.since, limit=limit)
+
+    def recertify(self, *, actor: Actor, candidate_id: str, model: str | None) -> str:
+        """A certification evaluation of the revision again: the agents evaluator on tasks of runs received after
+        its last certificate's split was drawn (of `model` when given); other evaluators on their own tasks."""
+        from .certification_services import CertificationRefused, graph_certify
+
+        revision = _revision(candidate_id)
+        last = latest_certificate(KIND, str(revision.pk))
+        after = last.split.drawn_at if last is not None else None
+        try:
+            certification, created = graph_certify(actor=actor, revision=revision, after=after, model=model)
+        except CertificationRefused as exc:
+            raise ValueError(str(exc)) from None
+        against = certification.control.label if certification.control_id else "no graph"
+        state = "queued" if created else "already under way"
+        of_model = f" on runs of {model}" if model else ""
+        return f"certification {certification.pk} of {revision.label} against {against}{of_model} {state}"
+
+    def certification_changed(self, parent_key: str) -> None:
+        """The active graph's API answer carries its certificate: the workspace card is dropped on commit."""
+        transaction.on_commit(lambda: cache.forget_active(parent_key))
 
     def demo_candidate(self, *, actor: Actor) -> str | None:
         """seed_demo: a refinement of the two-hop graph measured by a real one-round evolution (once), above the

@@ -224,3 +224,14 @@ def latest_certification(revision: Revision) -> GraphCertification | None:
         .order_by("-id")
         .first()
     )
+
+
+def guided_run_models(slug: str, *, since, limit: int) -> dict[str, int]:
+    """How many of the newest `limit` production runs the workspace guided (since `since`, when given) came from
+    each agent model (one query)."""
+    from trajectories.selectors import model_counts, run_queryset
+
+    runs = run_queryset().production().filter(graph_workspace=slug)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    return model_counts(runs, limit=limit)

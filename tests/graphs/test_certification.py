@@ -343,3 +343,37 @@ def test_an_expired_lease_is_taken_over(operator):
     assert certifications_to_resume() == [certification.pk]
     assert finish(certification).status == "done"
     assert Certificate.objects.count() == 1
+
+
+# -- the kind's certified-uplift hooks ---------------------------------------------------------------------------------
+
+
+def test_every_text_an_agent_reads_is_offered_to_the_safety_scan(operator):
+    workspace = two_hop_lab("lab")
+    revision = evolve(workspace, operator, script=[ROUND_1_BUILD]).rounds.get().graph_revision
+    texts = {text.where: text.text for text in GraphRevisionKind().learned_texts(str(revision.pk))}
+    assert texts["node read description"] == "Read a document's text"
+    assert texts["edge read → search pitfalls"].startswith("Do not answer with the first document's fact")
+    assert texts["edge search → read condition"] == "search returned at least one document"
+
+
+def test_active_workspaces_and_the_models_of_the_runs_they_guided(operator):
+    from tests.trajectories.factories import ingest, run_item
+
+    workspace_with("ws", 0)
+    ingest(*[run_item(graph_workspace="ws", metadata={"model": model}) for model in ("m1", "m1", "m2")])
+    (artifact,) = [a for a in GraphRevisionKind().active_artifacts() if a.parent_key == "ws"]
+    assert artifact.label.startswith("#0 · ")
+    assert GraphRevisionKind().recent_run_models(artifact, limit=10) == {"m1": 2, "m2": 1}
+
+
+def test_recertification_queues_a_new_certification_and_says_so(operator):
+    workspace = two_hop_lab("lab")
+    revision = evolve(workspace, operator, script=[ROUND_1_BUILD]).rounds.get().graph_revision
+    kind = GraphRevisionKind()
+    with pytest.raises(ValueError, match="cannot measure runs of m1"):
+        kind.recertify(actor=Actor(user=operator), candidate_id=str(revision.pk), model="m1")
+    sentence = kind.recertify(actor=Actor(user=operator), candidate_id=str(revision.pk), model=None)
+    assert sentence.startswith("certification ") and "against #0" in sentence and sentence.endswith("queued")
+    certification = finish(GraphCertification.objects.filter(candidate=revision).latest("id"))
+    assert certification.status == "done" and Certificate.objects.filter(candidate_id=str(revision.pk)).count() == 2
