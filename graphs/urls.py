@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.list_view, name="list"),
     path("<slug:slug>/", views.workspace_view, name="workspace"),
     path("<slug:slug>/diff/", views.diff_view, name="diff"),
+    path("<slug:slug>/certify/", views.certify_view, name="certify"),
     path("<slug:slug>/guidance/", views.guidance_view, name="guidance"),
     path("<slug:slug>/evolutions/", evolution_views.list_view, name="evolutions"),
     path("<slug:slug>/evolutions/<int:run_id>/", evolution_views.run_view, name="evolution"),

@@ -1,6 +1,7 @@
 """Graph pages: workspaces, one workspace (graphs drawn with Mermaid, tables, history), diffs, try guidance.
 
-A revision becomes active only through reviews: the history offers "propose for activation" (reviews:propose).
+A revision becomes active only through reviews: the history offers "propose for activation" (reviews:propose),
+shows each revision's certificate and lets operators certify one (graphs.certification_services).
 """
 
 from __future__ import annotations
@@ -8,13 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from accounts.services import Actor
 from graphs.core import Graph, to_mermaid
 from reviews.selectors import pending_requests_for
+from uplift.selectors import certificates_of
 
 from . import charts, selectors
 from .diff_lines import diff_lines
@@ -62,8 +67,10 @@ def _page_context(
 ) -> dict[str, Any]:
     history = selectors.revision_history(workspace)
     pending = pending_requests_for(kind=PROMOTION_KIND, parent_key=workspace.slug)
+    certificates = certificates_of(PROMOTION_KIND, [str(revision.pk) for revision in history])
     for revision in history:
         revision.pending_request = pending.get(str(revision.pk))
+        revision.certificate = certificates.get(str(revision.pk))
     head = history[0] if history else None
     active = workspace.active_revision
     viewing, view_error = active or head, ""
@@ -86,6 +93,8 @@ def _page_context(
             initial={"from_ref": history[1].seq if len(history) > 1 else "", "to_ref": head.seq if head else ""}
         ),
         "can_propose": request.user.may_propose,
+        "can_certify": request.user.may_operate,
+        "active_certificate": next((r.certificate for r in history if active and r.pk == active.pk), None),
         "pending_requests": list(pending.values()),
         "promotion_kind": PROMOTION_KIND,
         "draw_limit": DRAW_LIMIT,
@@ -98,6 +107,31 @@ def _page_context(
 def workspace_view(request: HttpRequest, slug: str) -> HttpResponse:
     workspace = selectors.workspace_by_slug(slug)
     return render(request, "graphs/workspace.html", _page_context(request, workspace))
+
+
+@login_required
+@require_POST
+def certify_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Operators: queue a certification of a revision (against the active one, or no graph); back to the page."""
+    from .certification_services import CertificationRefused, graph_certify
+
+    workspace = selectors.workspace_by_slug(slug)
+    if not request.user.may_operate:
+        context = _page_context(request, workspace, certify_error="Certifying a revision needs the operator role.")
+        return render(request, "graphs/workspace.html", context, status=403)
+    try:
+        revision = selectors.resolve_revision(workspace, request.POST.get("revision", ""))
+        certification, created = graph_certify(actor=Actor.of_request(request), revision=revision)
+    except (Http404, selectors.InvalidRef, CertificationRefused) as exc:
+        return render(request, "graphs/workspace.html", _page_context(request, workspace, certify_error=str(exc)), 400)
+    against = certification.control.label if certification.control_id else "no graph"
+    if created:
+        messages.success(
+            request, f"Certification of {revision.label} against {against} queued ({certification.evaluator})."
+        )
+    else:
+        messages.info(request, f"A certification of {revision.label} is already under way ({certification.status}).")
+    return redirect(reverse("graphs:workspace", args=[workspace.slug]) + "#history")
 
 
 @login_required

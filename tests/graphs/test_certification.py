@@ -377,3 +377,29 @@ def test_recertification_queues_a_new_certification_and_says_so(operator):
     assert sentence.startswith("certification ") and "against #0" in sentence and sentence.endswith("queued")
     certification = finish(GraphCertification.objects.filter(candidate=revision).latest("id"))
     assert certification.status == "done" and Certificate.objects.filter(candidate_id=str(revision.pk)).count() == 2
+
+
+# -- the workspace page --------------------------------------------------------------------------------------------
+
+
+def test_the_workspace_page_shows_certificates_and_operators_certify_from_it(operator, viewer):
+    from django.urls import reverse
+
+    from tests.conftest import logged_in
+    from tests.graphs.test_pages import csrf
+
+    workspace = two_hop_lab("lab")
+    evolve(workspace, operator, script=[ROUND_1_BUILD])
+    client = logged_in(operator)
+    html = client.get(reverse("graphs:workspace", args=["lab"])).content.decode()
+    assert "certified: 2 repaired, 0 broken, n = 4" in html and "Certify revision #1" in html
+    assert "not certified yet" in html  # the active skeleton never was
+
+    response = client.post(reverse("graphs:certify", args=["lab"]), {"revision": "0"}, headers=csrf(client))
+    assert response.status_code == 302
+    assert GraphCertification.objects.filter(candidate__seq=0, workspace=workspace).count() == 1
+    reader = logged_in(viewer)
+    reader.get(reverse("graphs:workspace", args=["lab"]))
+    refused = reader.post(reverse("graphs:certify", args=["lab"]), {"revision": "1"}, headers=csrf(reader))
+    assert refused.status_code == 403 and "needs the operator role" in refused.content.decode()
+    assert "Certify revision" not in logged_in(viewer).get(reverse("graphs:workspace", args=["lab"])).content.decode()
