@@ -564,9 +564,10 @@ def as_trajectory_run(run: Run) -> TrajectoryRun:
 
 
 def runs_guided_by(workspace_slug: str, *, offset: int, limit: int) -> tuple[list[Run], int]:
-    """(runs, total): the window [offset, offset+limit) of the runs a graph workspace guided, oldest first, with
-    their steps prefetched (three queries)."""
-    runs = Run.objects.filter(graph_workspace=workspace_slug).order_by("id")
+    """(runs, total): the window [offset, offset+limit) of the production runs a graph workspace guided, oldest
+    first, with their steps prefetched (three queries). Graph evolution learns from them (its traces, the agents
+    evaluator's validation tasks): the runs answering evaluation jobs are evidence of their own jobs, never read."""
+    runs = Run.objects.production().filter(graph_workspace=workspace_slug).order_by("id")
     total = runs.count()
     if total == 0 or limit <= 0:
         return [], total
