@@ -18,15 +18,18 @@ Part 2 (big batches: 250 runs x 10 steps, about 3 MB each; every writer its own 
   (the kernel's high-water mark, reset when the phase starts) above its resident size then, for 10 writers against
   the one-writer baseline, and per batch of the 10.
 - fairness: 6 writers alone (the baseline), then the same 6 beside a greedy agent sending on 18 connections with one
-  token (the Procfile's 2 workers). Figures: Jain's fairness index of the batches accepted per writer (the greedy
-  agent counts as one writer; 1.0 = equal shares), the 6 writers' accepted batches against the baseline, the greedy
-  agent's share, 429 and 503.
+  token (the per-token cap), then beside a greedy agent with 4 tokens sending on 6 connections each (the per-agent
+  cap: its tokens' shares together would be 8 slots, its agent's is 4), on the Procfile's 2 workers. Figures: Jain's
+  fairness index of the batches accepted per writer (a greedy agent counts as one writer; 1.0 = equal shares), the 6
+  writers' accepted batches against the baseline, the greedy agent's share, 429 (by the cap that answered: token or
+  agent) and 503.
 
 Afterwards the runs stored are compared with the runs acknowledged. About six minutes for both databases on the
 2-core development machine.
 
 Usage: .venv/bin/python bench/load.py [--seconds 20] [--writers 50] [--only sqlite|postgres] [--part small|big]
        [--big-seconds 12] [--threads 32] [--sqlite-timeout 20]   (before issue 10: --threads 4 --sqlite-timeout 5)
+       [--per-agent N]   (the per-agent cap of ingest in flight; 0: off, to see what it holds back)
        (DATABASE_URL names the PostgreSQL server; default postgres://postgres@127.0.0.1:5432)
 """
 
@@ -62,6 +65,7 @@ BIG_RUNS, BIG_STEPS, BIG_OBSERVATION = 250, 10, 1000  # about 3 MB of JSON
 MEMORY_WRITERS = 10
 FAIR_WRITERS = 6
 GREEDY_CONNECTIONS = 18
+GREEDY_TOKENS, GREEDY_CONNECTIONS_PER_TOKEN = 4, 6  # the agent with several tokens: 24 connections
 BIG_AGENTS = MEMORY_WRITERS + FAIR_WRITERS + 1  # part 2's writers, the greedy one last
 TAG = b"@TAG@"
 
@@ -78,7 +82,12 @@ writers = [
     for n in range(AGENTS)
 ]
 read = api_token_create(actor=Actor.system(), user=reader, name="r", scopes=["graphs:read"])[1]
-print(json.dumps({"writers": writers, "reader": read}))
+many = agent_create(actor=Actor.system(), name="load-agent-many-tokens")
+greedy = [
+    api_token_create(actor=Actor.system(), user=many, name=f"g{n}", scopes=["trajectories:write"])[1]
+    for n in range(GREEDY_TOKENS)
+]
+print(json.dumps({"writers": writers, "reader": read, "greedy_tokens": greedy}))
 """
 
 
@@ -179,10 +188,13 @@ class Tally:
         self.latencies: list[float] = []
         self.acknowledged: set[int] = set()
         self.accepted: dict[str, int] = {}  # batches accepted (200/201) per writer
+        self.refused_by: dict[str, int] = {}  # 429 too_many_in_flight per cap ("token" or "agent")
 
-    def add(self, status: int, seconds: float, ids: list[int] = (), writer: str = "") -> None:
+    def add(self, status: int, seconds: float, ids: list[int] = (), writer: str = "", scope: str = "") -> None:
         with self.lock:
             self.statuses[status] = self.statuses.get(status, 0) + 1
+            if scope:
+                self.refused_by[scope] = self.refused_by.get(scope, 0) + 1
             self.latencies.append(seconds)
             self.acknowledged.update(ids)
             if writer:
@@ -206,7 +218,8 @@ class Tally:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def _post(base: str, token: str, body: bytes) -> tuple[int, list[int], float, dict[str, str]]:
+def _post(base: str, token: str, body: bytes) -> tuple[int, list[int], float, dict[str, str], str]:
+    """(status, run ids acknowledged, seconds, headers, the cap that refused it: "token", "agent" or "")."""
     request = urllib.request.Request(
         base + "/api/v1/trajectories",
         data=body,
@@ -215,11 +228,14 @@ def _post(base: str, token: str, body: bytes) -> tuple[int, list[int], float, di
     )
     start = time.perf_counter()
     status, answer, headers = _call(request)
-    ids = []
+    ids, scope = [], ""
     if status in (200, 201):
         parsed = json.loads(answer)
         ids = parsed["created_ids"] + parsed["existing_ids"]
-    return status, ids, time.perf_counter() - start, headers
+    elif status == 429:
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            scope = json.loads(answer)["details"]["scope"]
+    return status, ids, time.perf_counter() - start, headers, scope
 
 
 def _load(base: str, writer_tokens: list[str], reader_token: str, seconds: float) -> tuple[Tally, Tally]:
@@ -232,7 +248,7 @@ def _load(base: str, writer_tokens: list[str], reader_token: str, seconds: float
         n = 0
         while time.monotonic() < deadline:
             n += 1
-            status, ids, elapsed, _ = _post(base, token, _batch(f"{tag}-{n}"))
+            status, ids, elapsed, _, _ = _post(base, token, _batch(f"{tag}-{n}"))
             writes.add(status, elapsed, ids)
 
     def reader() -> None:
@@ -253,9 +269,9 @@ def _load(base: str, writer_tokens: list[str], reader_token: str, seconds: float
     return writes, reads
 
 
-def _big_writers(base: str, writers: dict[str, tuple[str, int]], seconds: float, template: bytes) -> Tally:
-    """`writers`: name -> (token, connections). Each connection POSTs big batches until the deadline, waiting
-    Retry-After (at most the time left) after a 429 or 503."""
+def _big_writers(base: str, writers: dict[str, tuple[str | list[str], int]], seconds: float, template: bytes) -> Tally:
+    """`writers`: name -> (token or tokens, connections per token). Each connection POSTs big batches until the
+    deadline, waiting Retry-After (at most the time left) after a 429 or 503."""
     deadline = time.monotonic() + seconds
     tally = Tally()
 
@@ -264,15 +280,16 @@ def _big_writers(base: str, writers: dict[str, tuple[str, int]], seconds: float,
         n = 0
         while time.monotonic() < deadline:
             n += 1
-            status, ids, elapsed, headers = _post(base, token, template.replace(TAG, f"{tag}-{n}".encode()))
-            tally.add(status, elapsed, ids, writer=name)
+            status, ids, elapsed, headers, scope = _post(base, token, template.replace(TAG, f"{tag}-{n}".encode()))
+            tally.add(status, elapsed, ids, writer=name, scope=scope)
             if status in (429, 503):
                 wait = float(headers.get("Retry-After") or 1)
                 time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
 
     threads = [
         threading.Thread(target=connection, args=(name, token))
-        for name, (token, connections) in writers.items()
+        for name, (tokens, connections) in writers.items()
+        for token in ([tokens] if isinstance(tokens, str) else tokens)
         for _ in range(connections)
     ]
     for thread in threads:
@@ -327,6 +344,7 @@ class Server:
     threads: int
     writers: list[str]  # part 1's agent tokens, then part 2's
     reader: str
+    greedy_tokens: list[str]  # the tokens of part 2's agent with several
     var_dir: Path
     pg_url: str
 
@@ -356,18 +374,20 @@ class Server:
             log.close()
 
 
-def _database(kind: str, threads: int, sqlite_timeout: int, small_writers: int) -> Server:
+def _database(kind: str, threads: int, sqlite_timeout: int, small_writers: int, per_agent: int | None) -> Server:
     var_dir = Path(tempfile.mkdtemp(prefix=f"waymark-load-{kind}-"))
     pg_url, admin_url = _pg_urls()
     if kind == "postgres":
         _fresh_pg_database(admin_url)
     env = _env(var_dir, pg_url if kind == "postgres" else None)
     env["WAYMARK_SQLITE_TIMEOUT"] = str(sqlite_timeout)
+    if per_agent is not None:
+        env["WAYMARK_INGEST_CONCURRENT_PER_AGENT"] = str(per_agent)
     env["WAYMARK_API_RATE_PER_TOKEN"] = "1000000"  # readers call as fast as they can: measure the server, not the limit
     _manage(env, "migrate", "--no-input", "-v", "0")
-    setup = SETUP.replace("AGENTS", str(small_writers + BIG_AGENTS))
+    setup = SETUP.replace("AGENTS", str(small_writers + BIG_AGENTS)).replace("GREEDY_TOKENS", str(GREEDY_TOKENS))
     tokens = json.loads(_manage(env, "shell", "-c", setup).strip().splitlines()[-1])
-    return Server(kind, env, threads, tokens["writers"], tokens["reader"], var_dir, pg_url)
+    return Server(kind, env, threads, tokens["writers"], tokens["reader"], tokens["greedy_tokens"], var_dir, pg_url)
 
 
 def _stored_ids(server: Server) -> set[int]:
@@ -419,17 +439,21 @@ def big_batches(server: Server, seconds: float) -> tuple[dict, set[int]]:
     memory_writers = {f"m{n}": (next(tokens), 1) for n in range(MEMORY_WRITERS)}
     fair_writers = {f"f{n}": (next(tokens), 1) for n in range(FAIR_WRITERS)}
     greedy = {"greedy": (next(tokens), GREEDY_CONNECTIONS)}
+    many = {"greedy-many-tokens": (server.greedy_tokens, GREEDY_CONNECTIONS_PER_TOKEN)}
     alone, alone_mib = _memory_phase(server, dict(list(memory_writers.items())[:1]), seconds, template)
     crowd, crowd_mib = _memory_phase(server, memory_writers, seconds, template)
     with server.gunicorn() as (base, _):
         fair_alone = _big_writers(base, fair_writers, seconds, template)
         beside = _big_writers(base, {**fair_writers, **greedy}, seconds, template)
+        beside_many = _big_writers(base, {**fair_writers, **many}, seconds, template)
     acknowledged: set[int] = set()
-    for tally in (alone, crowd, fair_alone, beside):
+    for tally in (alone, crowd, fair_alone, beside, beside_many):
         acknowledged |= tally.acknowledged
     honest_alone = sum(fair_alone.accepted.get(name, 0) for name in fair_writers)
     honest_beside = sum(beside.accepted.get(name, 0) for name in fair_writers)
+    honest_many = sum(beside_many.accepted.get(name, 0) for name in fair_writers)
     shares = [beside.accepted.get(name, 0) for name in [*fair_writers, *greedy]]
+    many_shares = [beside_many.accepted.get(name, 0) for name in [*fair_writers, *many]]
     row = {
         "database": server.kind,
         "body MB": body_mb,
@@ -443,12 +467,21 @@ def big_batches(server: Server, seconds: float) -> tuple[dict, set[int]]:
         "honest ok beside/alone": honest_beside / honest_alone if honest_alone else float("nan"),
         "greedy share": shares[-1] / sum(shares) if sum(shares) else float("nan"),
         "beside greedy 429/503": f"{beside.count(429)}/{beside.count(503)}",
-        "other errors": sum(t.other_errors(429) for t in (alone, crowd, fair_alone, beside)),
+        f"Jain beside {GREEDY_TOKENS}-token greedy": jain(many_shares),
+        "honest ok beside/alone (tokens)": honest_many / honest_alone if honest_alone else float("nan"),
+        f"{GREEDY_TOKENS}-token greedy share": many_shares[-1] / sum(many_shares) if sum(many_shares) else float("nan"),
+        "beside it 429 token/agent, 503": (
+            f"{beside_many.refused_by.get('token', 0)}/{beside_many.refused_by.get('agent', 0)}, "
+            f"{beside_many.count(503)}"
+        ),
+        "other errors": sum(t.other_errors(429) for t in (alone, crowd, fair_alone, beside, beside_many)),
         "_statuses": (
             f"1 writer {dict(sorted(alone.statuses.items()))}, {MEMORY_WRITERS} writers "
             f"{dict(sorted(crowd.statuses.items()))}, fair alone {dict(sorted(fair_alone.statuses.items()))}, "
-            f"beside greedy {dict(sorted(beside.statuses.items()))}; accepted per writer alone "
-            f"{[fair_alone.accepted.get(name, 0) for name in fair_writers]}, beside greedy {shares}"
+            f"beside greedy {dict(sorted(beside.statuses.items()))}, beside the {GREEDY_TOKENS}-token greedy "
+            f"{dict(sorted(beside_many.statuses.items()))}; accepted per writer alone "
+            f"{[fair_alone.accepted.get(name, 0) for name in fair_writers]}, beside greedy {shares}, beside the "
+            f"{GREEDY_TOKENS}-token greedy {many_shares}"
         ),
     }
     return row, acknowledged
@@ -476,11 +509,14 @@ def main() -> None:
     parser.add_argument("--big-seconds", type=float, default=12.0, help="each phase of part 2")
     parser.add_argument("--threads", type=int, default=32, help="gunicorn threads per worker (the Procfile: 32)")
     parser.add_argument("--sqlite-timeout", type=int, default=20, help="WAYMARK_SQLITE_TIMEOUT, seconds")
+    parser.add_argument(
+        "--per-agent", type=int, help="WAYMARK_INGEST_CONCURRENT_PER_AGENT (default: the settings'; 0 turns it off)"
+    )
     options = parser.parse_args()
     kinds = [options.only] if options.only else ["sqlite", "postgres"]
     small_rows, big_rows = [], []
     for kind in kinds:
-        server = _database(kind, options.threads, options.sqlite_timeout, options.writers)
+        server = _database(kind, options.threads, options.sqlite_timeout, options.writers, options.per_agent)
         acknowledged: set[int] = set()
         rows = []
         if options.part != "big":
@@ -490,7 +526,7 @@ def main() -> None:
             rows.append(row)
             acknowledged |= ids
         if options.part != "small":
-            print(f"{kind}: big batches, 4 phases of {options.big_seconds:.0f} s ...", flush=True)
+            print(f"{kind}: big batches, 5 phases of {options.big_seconds:.0f} s ...", flush=True)
             row, ids = big_batches(server, options.big_seconds)
             big_rows.append(row)
             rows.append(row)
