@@ -206,7 +206,7 @@ def _revision_at(ws: str, ref: str):
 @router.post(
     "/{ws}/revisions/{ref}/certify",
     auth=CERTIFY,
-    response={202: CertificationOut, 401: Error, 403: Error, 404: Error, 422: Error},
+    response={202: CertificationOut, 400: Error, 401: Error, 403: Error, 404: Error, 422: Error},
     summary="Certify a graph revision (operators): a paired evaluation against the active revision, or no graph",
     description=(
         "202 with the certification: the same validation tasks measured under the revision and under the "

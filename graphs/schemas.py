@@ -9,6 +9,7 @@ from ninja import Schema
 from pydantic import ConfigDict, Field, StringConstraints
 
 from graphs.core import MODES
+from uplift.schemas import CertificateSummaryOut  # one component for every kind's certificate
 
 MAX_STEPS = 500
 MAX_QUERY_CHARS = 8000
@@ -75,26 +76,6 @@ class RefinerGraph(Schema):
 class GraphRevisionOut(RevisionOut):
     workspace: str
     graph: RefinerGraph
-
-
-class CertificateSummaryOut(Schema):
-    """What an agent or a dashboard shows of a certificate: "certified +x, lower bound y, n"."""
-
-    id: int
-    passed: bool
-    metric: str = Field(description="success or score: the difference the policy judges")
-    uplift: float | None = Field(description="mean paired difference, candidate minus control, on [-1, 1]")
-    lower_bound: float | None
-    upper_bound: float | None
-    confidence: float | None
-    n: int | None = Field(description="paired tasks compared")
-    repairs: int | None = Field(description="tasks failed under the control and passed under the candidate")
-    breakages: int | None = Field(description="tasks passed under the control and failed under the candidate")
-    models: list[str] = Field(description="the agents' models the tasks were measured with")
-    decision_number: int = Field(description="the decisions taken on the held-out split, this one included")
-    against: str = Field(description="what the candidate was measured against")
-    sentence: str
-    digest: str
 
 
 class ActiveGraphOut(GraphRevisionOut):
