@@ -1,4 +1,13 @@
-"""Demo procedures for `manage.py seed_demo`: the demo support runs mined into real candidates, replayed offline.
+"""Demo procedures for `manage.py seed_demo`: the demo support runs mined into real candidates, replayed offline; the
+review candidate (refund) also replayed live — the demo agent answers each held-out task with and without it, in
+process — so it is certified with its repairs and breakages; and (a later step, once reviews are seeded) the
+change-address procedure certified twice on one split with a policy of two decisions a split (so its split is
+exhausted), activated through a review by rita and rob, then run by the agent under another model, so it is flagged
+"not certified for claude-haiku-4-5".
+
+The demo's held-out sets are a handful of runs: no interval says much on six pairs, so the demo procedures' policy
+is non-inferiority with the bound off (margin 1), n ≥ 3, no net regression, no critical breakage (set once, audited,
+like an operator would; the page shows it beside the certificate).
 
 Only the demo's own runs (trajectories.demo's source) are mined and replayed on, whatever else is stored: a user's
 runs of the same intents are theirs to mine (issue 24). Idempotent: mining the same runs again finds the identical
@@ -7,20 +16,73 @@ version (and leaves the procedure's mined-through mark alone), and a replay that
 
 from __future__ import annotations
 
+from django.db import transaction
+
 from accounts.services import Actor
 from config.demo_seeding import SeedContext, demo_seeder
 from trajectories.demo import DEMO_SOURCE
 
-from . import errors, mining_services, offline_replay_services
-from .models import ProcedureVersion, ReplayMode, ReplayStatus, VersionStatus
+from . import errors, live_replay_services, mining_services, offline_replay_services
+from .demo_agent import simulate_job
+from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
+from .promotable import KIND
 
 DEMO_INTENTS = ("refund_request", "cancel_order", "change_address", "order_status")
 REVIEW_INTENT = "refund_request"  # the version reviews' demo proposes (procedures.promotable.demo_candidate)
+ACTIVE_INTENT = "change_address"  # certified twice on one split (exhausted), activated, then run under a new model
+NEW_MODEL = "claude-haiku-4-5"  # the model the demo agent moves to after the activation
+DEMO_POLICY = {"mode": "non_inferiority", "margin": 1.0, "min_n": 3, "max_decisions": 20}
 
 
-def seed_demo_procedures(*, actor: Actor) -> list[str]:
-    """Mine each demo intent from the demo runs and finish its offline replay now (the worker may not run yet).
-    One line per intent."""
+def _demo_policy(actor: Actor, procedure: Procedure, **fields) -> None:
+    from uplift.selectors import policies
+    from uplift.services import policy_set
+
+    if not any(row.kind == KIND and row.parent_key == str(procedure.pk) for row in policies()):
+        policy_set(actor=actor, kind=KIND, parent_key=str(procedure.pk), **{**DEMO_POLICY, **fields})
+
+
+def answer_live_replay(replay: ReplayRun, *, actor: Actor, agent: Actor) -> ReplayRun:
+    """Start a queued live replay, answer each of its jobs as the demo agent would (as `agent`: the claimant's
+    token answers) and settle it — in process, so seeding needs no worker."""
+    from trajectories import job_services
+
+    replay = live_replay_services.replay_live_start(replay=replay, actor=actor)
+    match = {"replay": [replay.pk]}
+    while job := job_services.job_claim(
+        actor=agent, kind=live_replay_services.REPLAY_JOB_KIND, worker="seed-demo", lease_seconds=300, match=match
+    ):
+        job_services.job_complete(actor=agent, job=job, run_items=[simulate_job(job.kind, job.payload)])
+    return live_replay_services.replay_live_settle(replay=replay, actor=actor)
+
+
+def _certify_live(version: ProcedureVersion, *, actor: Actor, agent: Actor | None, again: bool = False) -> str:
+    """The version's live replay (one more on the same held-out runs when `again`), answered now."""
+    if agent is None:
+        return "not certified (no demo agent token)"
+    wanted = 2 if again else 1
+    procedure = Procedure.objects.get(pk=version.procedure_id)
+    while ReplayRun.objects.filter(version=version, mode=ReplayMode.LIVE, status=ReplayStatus.DONE).count() < wanted:
+        if procedure.active_version_id is not None:
+            break  # measured against the active version (itself, once activated): the demo certifies before
+        with transaction.atomic(durable=True):
+            queued = ReplayRun.objects.filter(version=version, mode=ReplayMode.LIVE, status=ReplayStatus.QUEUED).first()
+            if queued is None:
+                from .replay_services import requeue_replays
+
+                (queued,) = requeue_replays(
+                    version, procedure, actor=actor, modes=[ReplayMode.LIVE], verb="replay.demo_live"
+                )
+        answer_live_replay(queued, actor=actor, agent=agent)
+    from uplift.selectors import certificate_summary, latest_certificate
+
+    summary = certificate_summary(latest_certificate(KIND, str(version.pk)))
+    return summary["headline"] if summary else "not certified"
+
+
+def seed_demo_procedures(*, actor: Actor, agent: Actor | None = None) -> list[str]:
+    """Mine each demo intent from the demo runs and finish its offline replay now (the worker may not run yet); the
+    review candidate also replayed live with and without it (certified). One line per intent."""
     lines = []
     for intent in DEMO_INTENTS:
         try:
@@ -33,7 +95,12 @@ def seed_demo_procedures(*, actor: Actor) -> list[str]:
             offline_replay_services.replay_offline_run(replay=replay, actor=actor)
         version.refresh_from_db()
         verb = "mined" if result.created else "already there"
-        lines.append(f"{intent}: v{version.number} {' → '.join(version.tools)} ({version.status}, {verb})")
+        line = f"{intent}: v{version.number} {' → '.join(version.tools)} ({version.status}, {verb})"
+        if intent == REVIEW_INTENT:
+            _demo_policy(actor, version.procedure)
+            line += "; " + _certify_live(version, actor=actor, agent=agent)
+            version.refresh_from_db()
+        lines.append(line)
     return lines
 
 
@@ -48,7 +115,55 @@ def demo_review_version(*, actor: Actor) -> ProcedureVersion | None:
     return version if version.status in (VersionStatus.READY, VersionStatus.FAILED) else None
 
 
-@demo_seeder("procedures", after=("runs",), needs=("runs",))
+@demo_seeder("procedures", after=("runs", "agent-token"), needs=("runs",))
 def seed_demo_procedures_step(ctx: SeedContext) -> str:
     """The seed_demo step (config.demo_seeding)."""
-    return "procedures: " + "; ".join(seed_demo_procedures(actor=ctx.actor))
+    return "procedures: " + "; ".join(seed_demo_procedures(actor=ctx.actor, agent=ctx.agent_actor))
+
+
+def seed_demo_certification(*, actor: Actor, agent: Actor | None, users: dict) -> str:
+    """change_address: two live certificates on one split whose policy allows two (exhausted), activated through a
+    review (otto proposes, rita and rob approve), then runs under NEW_MODEL, and the coverage check (flagged)."""
+    from reviews import services as review_services
+    from reviews.errors import ReviewError
+    from trajectories.demo import seed_runs_of_model
+    from uplift.services import coverage_check
+
+    try:
+        version = mining_services.procedure_mine(
+            actor=actor, intent=ACTIVE_INTENT, live=False, source=DEMO_SOURCE
+        ).version
+    except errors.MiningError as exc:
+        return f"{ACTIVE_INTENT}: not mined ({exc})"
+    procedure = version.procedure
+    _demo_policy(actor, procedure, max_decisions=2)
+    headline = _certify_live(version, actor=actor, agent=agent, again=True)
+    procedure.refresh_from_db()
+    if procedure.active_version_id is None and {"otto", "rita", "rob"} <= set(users):
+        try:
+            request = review_services.promotion_propose(
+                actor=Actor(user=users["otto"]),
+                kind=KIND,
+                candidate_id=str(version.pk),
+                rationale="Certified twice on its held-out runs; the demo activates it.",
+            )
+            for reviewer in ("rita", "rob"):
+                request = review_services.judgment_submit(
+                    actor=Actor(user=users[reviewer]), request=request, verdict="approve", comment="certified"
+                )
+        except ReviewError as exc:
+            return f"{ACTIVE_INTENT}: {headline}; not activated ({exc.message})"
+        procedure.refresh_from_db()
+    state = "active" if procedure.active_version_id == version.pk else "not activated (its gate fails)"
+    added = seed_runs_of_model(ACTIVE_INTENT, model=NEW_MODEL, count=8, actor=actor)
+    counts = coverage_check(actor=actor, kind=KIND)
+    return (
+        f"{ACTIVE_INTENT}: {headline}, its split exhausted after two decisions, {state}; {added} new runs under"
+        f" {NEW_MODEL}; coverage: {counts['flagged']} flagged"
+    )
+
+
+@demo_seeder("certification", after=("reviews",), needs=("procedures", "users"))
+def seed_demo_certification_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding)."""
+    return "certification: " + seed_demo_certification(actor=ctx.actor, agent=ctx.agent_actor, users=ctx.users)

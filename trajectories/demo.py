@@ -186,3 +186,35 @@ def seed_demo_runs_step(ctx: SeedContext) -> str:
     """A few dozen runs of a customer-support agent, pushed as the demo agent."""
     result = seed_demo_runs(actor=ctx.agent_actor or ctx.actor)
     return f"runs: {len(result.created_ids)} created, {len(result.existing_ids)} already there"
+
+
+def seed_runs_of_model(intent: str, *, model: str, count: int, actor: Actor) -> int:
+    """`count` happy runs of a demo intent made under another agent model (metadata.model), received now: the demo
+    agent moved to a new model after an activation. Idempotent (external ids `demo-<model>-<n>`); returns how many
+    were created."""
+    rng = random.Random(f"{intent}:{model}")
+    now = datetime.now(UTC)
+    items = []
+    for number in range(1, count + 1):
+        order, customer = f"ORD-{5100 + number}", f"CUS-{rng.randint(1000, 9999)}"
+        steps = _steps_for(
+            intent, "happy", order=order, customer=customer, amount=round(rng.uniform(12, 240), 2),
+            city=rng.choice(_CITIES),
+        )  # fmt: skip
+        started = now - timedelta(minutes=10 * (count - number + 1))
+        timed = _timed([dict(step) for step in steps], started, rng)
+        items.append(
+            {
+                "source": DEMO_SOURCE,
+                "external_id": f"demo-{model}-{intent}-{number:02d}",
+                "task": _TASKS[intent].format(order=order, item=rng.choice(_ITEMS), city=rng.choice(_CITIES)),
+                "intent": intent,
+                "outcome": "success",
+                "score": 1.0,
+                "metadata": {"agent": "support-bot", "model": model, "variant": "happy", "channel": "chat"},
+                "started_at": started.isoformat(),
+                "ended_at": timed[-1]["ended_at"],
+                "steps": timed,
+            }
+        )
+    return len(run_ingest_batch(actor=actor, items=items).created_ids)
