@@ -403,3 +403,16 @@ def test_the_workspace_page_shows_certificates_and_operators_certify_from_it(ope
     refused = reader.post(reverse("graphs:certify", args=["lab"]), {"revision": "1"}, headers=csrf(reader))
     assert refused.status_code == 403 and "needs the operator role" in refused.content.decode()
     assert "Certify revision" not in logged_in(viewer).get(reverse("graphs:workspace", args=["lab"])).content.decode()
+
+
+def test_the_demo_candidate_is_certified_against_the_active_graph_at_seeding():
+    from graphs.demo import DEMO_POLICY, seed_demo_graphs
+    from uplift.selectors import policy_for
+
+    workspace = seed_demo_graphs(actor=SYSTEM).workspace
+    candidate_id = GraphRevisionKind().demo_candidate(actor=SYSTEM)
+    certificate = latest_certificate("graph_revision", candidate_id)
+    assert certificate.passed and certificate.replaces_id == str(workspace.active_revision_id)
+    assert (certificate.totals["n"], certificate.totals["both_passed"]) == (4, 4)  # both graphs answer all four
+    assert certificate.policy["min_n"] == DEMO_POLICY["min_n"] == policy_for("graph_revision", "two-hop-qa").min_n
+    assert GraphRevisionKind().gate_evidence(candidate_id).passing is True
