@@ -258,6 +258,12 @@ class ProcedureVersionKind(PromotableKind):
             summary += f"; rubric floor {rubric.get('floor'):g} " + (
                 ("met" if rubric.get("passed") else "not met") if rubric.get("applied") else "not applied"
             )
+        certified = replay.gate_report.get("certificate") or {}
+        if certified.get("refused"):
+            details["certificate"] = f"not certified: {certified['refused']}"
+            summary += "; not certified (its held-out split is exhausted: certify again on fresh runs)"
+        elif certified:
+            summary += "; certified" if certified.get("passed") else "; not certified"
         cases, total = replay_cases(replay)
         return GateEvidence(
             passing=passed, summary=summary, details=details, url=url, metrics=metrics, cases=cases, cases_total=total

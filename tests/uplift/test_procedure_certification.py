@@ -205,3 +205,23 @@ def test_a_critical_safety_finding_fails_the_gate_with_its_source(operator, djan
     assert finding["rule"] == "injection" and finding["severity"] == "critical"
     assert finding["sources"] and all(source["step"] is not None for source in finding["sources"])
     assert "critical safety finding" in request.gate_snapshot["summary"]
+
+
+def test_an_exhausted_split_refuses_the_certificate_and_the_gate_says_to_use_fresh_runs(
+    operator, django_capture_on_commit_callbacks
+):
+    version = mined_and_certified(operator, django_capture_on_commit_callbacks)
+    services.policy_set(actor=Actor(user=operator), kind=KIND, parent_key=str(version.procedure_id), max_decisions=1)
+    with django_capture_on_commit_callbacks(execute=True):  # the same held-out runs again: a second decision
+        from procedures.replay_services import requeue_replays
+
+        with transaction.atomic():
+            requeue_replays(version, version.procedure, actor=AGENT, modes=["live"])
+    answer_jobs(django_capture_on_commit_callbacks)
+    replay = ReplayRun.objects.filter(version=version, mode="live").latest("id")
+    assert (
+        replay.gate_report["passed"] is False and "has had 1 decisions" in replay.gate_report["certificate"]["refused"]
+    )
+    assert Certificate.objects.filter(candidate_id=str(version.pk)).count() == 1  # nothing written for the refusal
+    gate = registry.get_kind(KIND).gate_evidence(str(version.pk))
+    assert "certify again on fresh runs" in gate.summary and "fresh held-out runs" in gate.details["certificate"]
