@@ -121,7 +121,7 @@ def policies(request: HttpRequest):
     return Status(200, selectors.policies())
 
 
-@router.put(
+@router.post(
     "/policies",
     auth=scoped(WRITE),
     response={200: PolicyOut, **ERRORS},

@@ -329,6 +329,8 @@ def recertification_start(*, actor: Actor, kind: str, candidate_id: str, model: 
 def critical_task_tag(*, actor: Actor, kind: str, parent_key: str, task_key: str, reason: str = "") -> CriticalTask:
     _check_operator(actor)
     _check_kind(kind)
+    if not (parent_key or "").strip():
+        raise UpliftInvalid("a critical task belongs to one parent (a procedure's id, a workspace's slug)")
     task_key = (task_key or "").strip()
     if not task_key or len(task_key) > MAX_TASK_KEY:
         raise UpliftInvalid(f"a task key is 1 to {MAX_TASK_KEY} characters")

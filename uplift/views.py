@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from accounts.services import Actor
 from reviews import registry
@@ -31,6 +31,7 @@ def _back(request: HttpRequest, fallback: str) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def certificate_view(request: HttpRequest, pk: int) -> HttpResponse:
     certificate = selectors.certificate_by_id(pk)
     if certificate is None:
@@ -89,8 +90,6 @@ def critical_view(request: HttpRequest) -> HttpResponse:
             services.critical_task_untag(actor=actor, kind=kind, parent_key=parent_key, task_key=task_key)
             messages.success(request, f"Task {task_key} is no longer critical.")
         else:
-            if kind not in dict(_kinds()) or not parent_key:
-                raise services.UpliftInvalid("name a known kind and its parent")
             reason = request.POST.get("reason", "")
             services.critical_task_tag(actor=actor, kind=kind, parent_key=parent_key, task_key=task_key, reason=reason)
             messages.success(request, f"Task {task_key} is critical: any breakage on it blocks certification.")

@@ -12,7 +12,15 @@ pytestmark = pytest.mark.django_db
 
 # What a person without a role may grant: the scopes that only read (issue 24: the read-only role writes nothing).
 OPEN_SCOPES = sorted(
-    ["trajectories:read", "graphs:read", "graphs:guide", "procedures:read", "rubrics:read", "intents:read"]
+    [
+        "trajectories:read",
+        "graphs:read",
+        "graphs:guide",
+        "procedures:read",
+        "rubrics:read",
+        "intents:read",
+        "certification:read",
+    ]
 )
 
 
@@ -45,7 +53,7 @@ def test_reviews_judge_needs_the_reviewer_role(reviewer):
 
 def test_procedures_mine_needs_the_operator_role():
     assert sorted(scopes_allowed_for(user_with(Role.OPERATOR))) == sorted(
-        [*OPEN_SCOPES, "procedures:mine", "evolutions:run", "rubrics:write", "intents:write"]
+        [*OPEN_SCOPES, "procedures:mine", "evolutions:run", "rubrics:write", "intents:write", "certification:write"]
     )
 
 
