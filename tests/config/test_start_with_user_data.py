@@ -233,15 +233,17 @@ def test_make_run_over_6000_user_runs_serves_runs_beats_first_tasks_and_dies_who
             os.kill(pid, signal.SIGKILL)
         log.close()
 
-    # What beat's first tasks did with the user's data: the demo's proposal covers its 36 runs only; the scheduled
+    # What beat's first tasks did with the user's data: the demo's proposal covers the demo's runs only; the scheduled
     # one took the oldest 5,000 of the user's runs (the next schedule takes the rest) and did not fail.
     with sqlite3.connect(var_dir / "waymark.sqlite3") as db:
         proposals = db.execute(
             "SELECT scheduled, runs_total, status FROM intents_intentproposalrun ORDER BY id"
         ).fetchall()
-        users_runs = db.execute("SELECT COUNT(*) FROM trajectories_run WHERE source = 'acme-support-bot'").fetchone()
-    assert users_runs == (USER_RUNS,)
-    assert proposals[0][:2] == (0, 36)
+        count = "SELECT COUNT(*) FROM trajectories_run WHERE source = ?"
+        users_runs = db.execute(count, ("acme-support-bot",)).fetchone()[0]
+        demo_runs = db.execute(count, ("demo-support-agent",)).fetchone()[0]
+    assert users_runs == USER_RUNS and demo_runs > 0
+    assert proposals[0][:2] == (0, demo_runs)
     assert [(scheduled, total) for scheduled, total, _ in proposals[1:]] == [(1, 5000)]
     assert proposals[1][2] in ("queued", "running", "succeeded"), proposals
 
