@@ -31,6 +31,7 @@ DEMO_INTENTS = ("refund_request", "cancel_order", "change_address", "order_statu
 REVIEW_INTENT = "refund_request"  # the version reviews' demo proposes (procedures.promotable.demo_candidate)
 ACTIVE_INTENT = "change_address"  # certified twice on one split (exhausted), activated, then run under a new model
 NEW_MODEL = "claude-haiku-4-5"  # the model the demo agent moves to after the activation
+NEW_MODEL_RUNS = 8
 DEMO_POLICY = {"mode": "non_inferiority", "margin": 1.0, "min_n": 3, "max_decisions": 20}
 
 
@@ -155,7 +156,7 @@ def seed_demo_certification(*, actor: Actor, agent: Actor | None, users: dict) -
             return f"{ACTIVE_INTENT}: {headline}; not activated ({exc.message})"
         procedure.refresh_from_db()
     state = "active" if procedure.active_version_id == version.pk else "not activated (its gate fails)"
-    added = seed_runs_of_model(ACTIVE_INTENT, model=NEW_MODEL, count=8, actor=actor)
+    added = seed_runs_of_model(ACTIVE_INTENT, model=NEW_MODEL, count=NEW_MODEL_RUNS, actor=actor)
     counts = coverage_check(actor=actor, kind=KIND)
     return (
         f"{ACTIVE_INTENT}: {headline}, its split exhausted after two decisions, {state}; {added} new runs under"

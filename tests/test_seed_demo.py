@@ -12,8 +12,13 @@ from django.utils import timezone
 from accounts.demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
 from accounts.models import ApiToken, AuditEvent, User
 from accounts.services import api_token_authenticate
+from procedures.demo import NEW_MODEL_RUNS
 from tests.demo_data import assert_the_users_runs_were_left_alone, push_user_runs
+from trajectories.demo import demo_run_items
 from trajectories.models import Run, Step
+
+# The demo's runs: the support agent's, and those it made under a new model after an activation (procedures.demo).
+DEMO_RUNS = len(demo_run_items()) + NEW_MODEL_RUNS
 
 
 @pytest.fixture
@@ -149,9 +154,9 @@ def test_it_seeds_the_demo_with_6000_of_the_users_runs_stored(db, var_dir):
     output = seed()
 
     assert "failed" not in output
-    assert Run.objects.filter(source="demo-support-agent").count() == 36
+    assert Run.objects.filter(source="demo-support-agent").count() == DEMO_RUNS
     (proposal,) = IntentProposalRun.objects.all()
-    assert proposal.status == IntentProposalRun.Status.SUCCEEDED and proposal.runs_total == 36
+    assert proposal.status == IntentProposalRun.Status.SUCCEEDED and proposal.runs_total == DEMO_RUNS
     assert set(PromotionRequest.objects.values_list("kind", flat=True)) >= {
         "procedure_version",
         "graph_revision",
@@ -189,7 +194,7 @@ def test_seeding_again_after_the_user_deleted_the_demo_runs_completes(db, var_di
     output, errors = seed_with_errors()
 
     assert "failed" not in output and errors == ""
-    assert Run.objects.filter(source="demo-support-agent").count() == 36
+    assert Run.objects.filter(source="demo-support-agent").count() == DEMO_RUNS
     assert WindowAnalysis.objects.count() == 2 and DriftReport.objects.count() == 1
     assert NoveltyAlert.objects.count() == 1 and "1 novelty alert(s)" in output
     assert_the_users_runs_were_left_alone()
@@ -284,7 +289,7 @@ def test_a_seeder_that_raises_does_not_stop_the_others(db, var_dir, failing_seed
     assert "graphs: failed (RuntimeError: the graphs seeder broke)" in output
     assert "Traceback" in errors and "demo seeder 'graphs' failed" in errors and "the graphs seeder broke" in errors
     assert "Demo seeders that failed: graphs" in output
-    assert Run.objects.filter(source="demo-support-agent").count() == 36  # the seeders before it ran
+    assert Run.objects.filter(source="demo-support-agent").count() == DEMO_RUNS  # the seeders before it ran
     assert ProcedureVersion.objects.exists()  # and those after it
     assert PromotionRequest.objects.filter(kind="procedure_version").exists()
     assert "intents: proposal run" in output and "rubrics: refund request" in output
@@ -301,7 +306,7 @@ def test_a_seeder_whose_input_failed_skips_with_a_message(db, var_dir, failing_s
     assert "runs: failed (RuntimeError: the runs seeder broke)" in output
     for dependent in ("procedures", "intents", "rubrics"):
         assert f"{dependent}: skipped (needs runs, which did not finish)" in output
-    assert "Demo seeders that failed: runs (skipped: procedures, intents, rubrics)" in output
+    assert "Demo seeders that failed: runs (skipped: procedures, certification, intents, rubrics)" in output
     assert Workspace.objects.filter(slug="two-hop-qa").exists()  # graphs needs no runs
     assert errors.count("Traceback") == 1
 
