@@ -10,7 +10,10 @@ from uplift.core.watch import ArmStats, WatchPolicy, bound, decide, radius
 LOOK = 200  # runs between looks (20 canary runs at a 10% share)
 
 
-def simulate(delta: float, *, seed: int, base: float = 0.7, share: float = 0.1, policy=WatchPolicy()):
+POLICY = WatchPolicy()
+
+
+def simulate(delta: float, *, seed: int, base: float = 0.7, share: float = 0.1, policy=POLICY):
     rng = random.Random(seed)
     stats = {metric: (ArmStats(), ArmStats()) for metric in ("success", "score")}
     while True:
