@@ -94,6 +94,31 @@ class GateEvidence:
 
 
 @dataclass(frozen=True)
+class CanaryState:
+    """A parent whose active version is live for a share of runs only (uplift.core.canary): the candidate is the
+    active version, the control the version it replaced. `*_ref` are what runs record and agents pin (a graph
+    revision's digest, a procedure version's content revision)."""
+
+    parent_key: str
+    candidate_id: str
+    control_id: str
+    candidate_ref: str
+    control_ref: str
+    share: float
+
+
+@dataclass(frozen=True)
+class ArmRun:
+    """One production run made under a watched parent, attributed to an arm by the revision it recorded."""
+
+    run_id: int
+    arm: str  # "canary" or "control"
+    success: float  # 1.0 or 0.0
+    score: float  # the run's score in [0, 1], else its success
+    model: str = ""
+
+
+@dataclass(frozen=True)
 class ActiveArtifact:
     """One parent's active version, as the model-coverage check (uplift) reads it: which runs came under it is the
     kind's to say (PromotableKind.recent_run_models)."""
@@ -214,6 +239,36 @@ class PromotableKind(ABC):
         split was drawn; of `model` only when given). Returns a sentence saying what was started; raises
         NotImplementedError when the kind cannot, ValueError (with the reason) when it cannot now."""
         raise NotImplementedError(f"{self.label or self.key} candidates cannot be certified again")
+
+    # --- the watch after activation (uplift: canary rollout and its sequential test) ----------------------------
+    def start_canary(self, *, actor: Any, candidate_id: str, expected_active_id: str | None, share: float) -> None:
+        """Activate the candidate for a share of runs INSIDE the caller's transaction: as `activate` (the candidate
+        becomes the active version, StaleActivation when `expected_active_id` is no longer active), and the version
+        it replaced stays live as the control for the other runs. NotImplementedError: the kind activates fully."""
+        raise NotImplementedError(f"{self.label or self.key} candidates are activated for every run at once")
+
+    def canary_state(self, parent_key: str) -> CanaryState | None:
+        """The parent's canary, None when its active version is live for every run."""
+        return None
+
+    def set_canary_share(self, *, actor: Any, parent_key: str, share: float) -> None:
+        """Change a running canary's share (0 < share < 1), in its own transaction, audited."""
+        raise NotImplementedError
+
+    def end_canary(self, *, actor: Any, parent_key: str) -> None:
+        """The candidate is live for every run: the control is dropped (INSIDE the caller's transaction, audited).
+        A rollback instead moves the active pointer back through reviews (a system rollback)."""
+        raise NotImplementedError
+
+    def arm_runs(self, parent_key: str, *, candidate_ref: str, control_ref: str, since: Any, after_id: int = 0,
+                 limit: int = 5000) -> list[ArmRun]:  # fmt: skip
+        """The production runs of the parent received since `since` with an id above `after_id` whose recorded
+        revision is one of the two refs, oldest first, at most `limit` (one query)."""
+        return []
+
+    def ref_of(self, candidate_id: str) -> str:
+        """What runs record and agents pin for this version (a digest, a content revision); "" when unknown."""
+        return ""
 
     def certification_changed(self, parent_key: str) -> None:
         """Called inside the transaction that issued a certificate or changed a coverage flag of `parent_key`'s
