@@ -253,6 +253,22 @@ def agent_create(*, actor: Actor, name: str) -> User:
     return agent
 
 
+WATCH_USER = "waymark-watch"
+
+
+def system_user(name: str = WATCH_USER) -> User:
+    """The service identity Waymark itself acts as where a row needs a user (the watch after activation proposes
+    and applies rollbacks): an agent identity without password, roles or tokens, created on first use (inside the
+    caller's transaction, audited)."""
+    user = User.objects.filter(username=name).first()
+    if user is None:
+        user = User(username=name, is_agent=True)
+        user.set_unusable_password()
+        user.save()
+        audit_record(actor=Actor.system(), verb="agent.create", target=user, after={"username": name, "system": True})
+    return user
+
+
 def ensure_roles() -> list[str]:
     """Create the role groups that are missing (idempotent; run after every migrate). Returns the names created.
 

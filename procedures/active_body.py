@@ -7,6 +7,11 @@ promotion or any other change shows on every process within a second, and at onc
 wrote it (they forget this process's stamps when their transaction commits: `changed`, and the model signals in
 ProceduresConfig.ready).
 
+A procedure whose active version is a canary (uplift.core.canary) serves it to a share of runs and the version it
+replaced to the others: the arm is chosen per call from the run key (`X-Waymark-Run`) and the pin
+(`X-Waymark-Revision`), with the share and both content revisions read from the stamps, so choosing costs no query.
+The ETag and the body are those of the versions served (each combination of arms its own body).
+
 The JSON body is built only for stamps not seen before (the full query and ProcedureListOut, rendered as django-ninja
 renders it) and kept per process under those stamps, which change with everything the body shows. It is kept only
 when the stamps read again after it are unchanged: a promotion landing between the reads can never file a new body
@@ -25,6 +30,7 @@ from django.db import transaction
 from ninja.responses import NinjaJSONEncoder
 
 from config.local_copies import Recent
+from uplift.core.canary import CONTROL, serve
 
 from . import selectors
 from .schemas import ProcedureListOut
@@ -98,23 +104,58 @@ def read_stamps(intent: str | None) -> tuple:
     return tuple(selectors.active_stamps(intent=intent))
 
 
-def etag_of(stamps: tuple) -> str:
-    return selectors.active_etag_of(list(stamps))
+SHARE, CONTROL_REVISION = 6, 7  # the canary's fields in a stamps row (selectors.active_stamps)
 
 
-def active_list(intent: str | None, stamps: tuple) -> ActiveList:
-    """The list for `stamps` (just read with read_stamps(intent)): its body from the kept bytes, else built."""
-    body = bodies.get(stamps)
+def controls(stamps: tuple, *, run_key: str | None, pin: str | None) -> frozenset:
+    """The ids of the listed procedures whose canary serves this call the control (empty without a canary)."""
+    served = set()
+    for row in stamps:
+        share, control = row[SHARE], row[CONTROL_REVISION]
+        if share and control:
+            arm = serve(str(row[0]), run_key=run_key, pin=pin, share=share, canary_ref=row[2], control_ref=control)
+            if arm == CONTROL:
+                served.add(row[0])
+    return frozenset(served)
+
+
+def _served(stamps: tuple, control: frozenset) -> tuple:
+    """The stamps as served: a procedure served its control shows the control's content revision."""
+    if not control:
+        return stamps
+    return tuple((row[0], row[1], row[CONTROL_REVISION], row[3], "control", *row[5:]) if row[0] in control else row
+                 for row in stamps)  # fmt: skip
+
+
+def etag_of(stamps: tuple, control: frozenset = frozenset()) -> str:
+    return selectors.active_etag_of(list(_served(stamps, control)))
+
+
+def revision_of(stamps: tuple, control: frozenset = frozenset()) -> str | None:
+    """X-Waymark-Revision: the served content revision when exactly one procedure is listed."""
+    if len(stamps) != 1:
+        return None
+    return _served(stamps, control)[0][2]
+
+
+def active_list(intent: str | None, stamps: tuple, control: frozenset = frozenset()) -> ActiveList:
+    """The list for `stamps` (just read with read_stamps(intent)) with `control`'s procedures served their canary's
+    control: its body from the kept bytes, else built."""
+    key = (stamps, control) if control else stamps
+    body = bodies.get(key)
     if body is not None:
-        return ActiveList(etag=etag_of(stamps), revision=stamps[0][2] if len(stamps) == 1 else None, body=body)
+        return ActiveList(etag=etag_of(stamps, control), revision=revision_of(stamps, control), body=body)
     procedures = selectors.active_procedures(intent=intent)
+    for procedure in procedures:
+        if procedure.pk in control and procedure.canary_control is not None:
+            procedure.active_version = procedure.canary_control
     listing = ActiveList(
         etag=selectors.active_etag(procedures),
         revision=procedures[0].active_version.content_revision if len(procedures) == 1 else None,
         body=_encode(procedures),
     )
-    if listing.etag == etag_of(stamps) and read_stamps(intent) == stamps:
-        bodies.put(stamps, listing.body)  # nothing moved while the body was read: it is the body of these stamps
+    if listing.etag == etag_of(stamps, control) and read_stamps(intent) == stamps:
+        bodies.put(key, listing.body)  # nothing moved while the body was read: it is the body of these stamps
     return listing
 
 

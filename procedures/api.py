@@ -45,11 +45,15 @@ def active_list_response(request: HttpRequest, intent: str | None = None) -> Htt
     if intent is None:
         intent = request.GET.get("intent")
     current = active_body.current(intent)
-    if _matches(request.META.get("HTTP_IF_NONE_MATCH", ""), current.etag):
+    control = active_body.controls(
+        current.stamps, run_key=request.META.get("HTTP_X_WAYMARK_RUN"), pin=request.META.get("HTTP_X_WAYMARK_REVISION")
+    )
+    etag = active_body.etag_of(current.stamps, control) if control else current.etag
+    if _matches(request.META.get("HTTP_IF_NONE_MATCH", ""), etag):
         not_modified = HttpResponseNotModified()
-        not_modified["ETag"] = current.etag
+        not_modified["ETag"] = etag
         return not_modified
-    listing = active_body.active_list(intent, current.stamps)
+    listing = active_body.active_list(intent, current.stamps, control)
     response = HttpResponse(listing.body, content_type=JSON)
     response["ETag"] = listing.etag
     if listing.revision is not None:

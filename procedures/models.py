@@ -23,6 +23,11 @@ class Procedure(models.Model):
         "ProcedureVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     revision = models.PositiveIntegerField(default=0)
+    canary_control = models.ForeignKey(
+        "ProcedureVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="while the active version is a canary: the version it replaced, still served to the other runs",
+    )  # fmt: skip
+    canary_share = models.FloatField(default=0.0, help_text="the share of runs served the active version (0: all)")
     certification_stamp = models.PositiveIntegerField(
         default=0, help_text="counts changes to what the active list says of certification (certificates, coverage)"
     )

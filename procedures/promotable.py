@@ -14,13 +14,16 @@ from typing import Any
 
 from django.db.models import F
 from django.urls import reverse
+from django.utils import timezone
 
-from accounts.services import Actor
+from accounts.services import Actor, audit_record
 from config.parsing import int_or_none
 from intents.taxonomy_selectors import runs_of_intent
 from reviews.activations import activated_since
 from reviews.registry import (
     ActiveArtifact,
+    ArmRun,
+    CanaryState,
     Choice,
     Description,
     DiffView,
@@ -186,6 +189,7 @@ def note_rows(before: list[Any], after: list[Any]) -> list[dict[str, str]]:
 class ProcedureVersionKind(PromotableKind):
     key = KIND
     label = "procedure version"
+    watchable = True
 
     def describe(self, candidate_id: str) -> Description:
         version = _version(candidate_id)
@@ -378,6 +382,114 @@ class ProcedureVersionKind(PromotableKind):
             f"{replay.mode} replay #{replay.pk} of {version.label} queued on {len(replay.held_out_run_ids)} fresh"
             f" run{'s' if len(replay.held_out_run_ids) != 1 else ''}{of_model}"
         )
+
+    # --- the watch after activation -------------------------------------------------------------------------
+    def start_canary(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None, share: float) -> None:
+        """Activate the version for `share` of runs: the activation itself, then the version it replaced kept as the
+        canary's control (a first version has nothing to be the control: ValueError)."""
+        if not 0 < share < 1:
+            raise ValueError("a canary's share is between 0 and 1 (exclusive)")
+        if not expected_active_id:
+            raise ValueError("a first version has no version to serve the other runs: activate it fully")
+        self.activate(actor=actor, candidate_id=candidate_id, expected_active_id=expected_active_id)
+        version = _version(candidate_id)
+        Procedure.objects.filter(pk=version.procedure_id).update(
+            canary_control_id=int(expected_active_id), canary_share=share, updated_at=timezone.now()
+        )
+        audit_record(
+            actor=actor,
+            verb="procedure.canary_start",
+            target=version.procedure,
+            after={"candidate": version.label, "control": int(expected_active_id), "share": share},
+        )
+
+    def canary_state(self, parent_key: str) -> CanaryState | None:
+        row = (
+            Procedure.objects.filter(pk=int_or_none(parent_key), canary_control__isnull=False, canary_share__gt=0)
+            .values_list(
+                "active_version_id",
+                "canary_control_id",
+                "active_version__content_revision",
+                "canary_control__content_revision",
+                "canary_share",
+            )
+            .first()
+        )
+        if row is None:
+            return None
+        active, control, active_ref, control_ref, share = row
+        return CanaryState(
+            parent_key=str(parent_key),
+            candidate_id=str(active),
+            control_id=str(control),
+            candidate_ref=active_ref,
+            control_ref=control_ref,
+            share=share,
+        )
+
+    def set_canary_share(self, *, actor: Actor, parent_key: str, share: float) -> None:
+        from django.db import transaction
+
+        if not 0 < share < 1:
+            raise ValueError("a canary's share is between 0 and 1 (exclusive)")
+        with transaction.atomic(durable=True):
+            procedure = Procedure.objects.select_for_update().filter(pk=int_or_none(parent_key)).first()
+            if procedure is None or procedure.canary_control_id is None:
+                raise ValueError("this procedure has no canary running")
+            before = procedure.canary_share
+            Procedure.objects.filter(pk=procedure.pk).update(canary_share=share, updated_at=timezone.now())
+            audit_record(
+                actor=actor, verb="procedure.canary_share", target=procedure, before={"share": before},
+                after={"share": share},
+            )  # fmt: skip
+            self._changed()
+
+    def end_canary(self, *, actor: Actor, parent_key: str) -> None:
+        procedure = Procedure.objects.select_for_update().filter(pk=int_or_none(parent_key)).first()
+        if procedure is None or procedure.canary_control_id is None:
+            return
+        before = {"control": procedure.canary_control_id, "share": procedure.canary_share}
+        Procedure.objects.filter(pk=procedure.pk).update(
+            canary_control=None, canary_share=0.0, updated_at=timezone.now()
+        )
+        audit_record(actor=actor, verb="procedure.canary_end", target=procedure, before=before)
+        self._changed()
+
+    def _changed(self) -> None:
+        from . import active_body
+
+        active_body.changed()
+
+    def ref_of(self, candidate_id: str) -> str:
+        pk = int_or_none(candidate_id)
+        found = (
+            ProcedureVersion.objects.filter(pk=pk).values_list("content_revision", flat=True).first() if pk else None
+        )
+        return found or ""
+
+    def arm_runs(self, parent_key: str, *, candidate_ref: str, control_ref: str, since, after_id: int = 0,
+                 limit: int = 5000) -> list[ArmRun]:  # fmt: skip
+        procedure = Procedure.objects.filter(pk=int_or_none(parent_key)).only("intent").first()
+        if procedure is None:
+            return []
+        runs = runs_of_intent(procedure.intent).runs.filter(
+            procedure_revision__in=[candidate_ref, control_ref], pk__gt=after_id
+        )
+        if since is not None:
+            runs = runs.filter(created_at__gte=since)
+        rows = runs.order_by("pk").values_list("pk", "procedure_revision", "outcome", "score", "metadata__model")[
+            :limit
+        ]
+        return [
+            ArmRun(
+                run_id=run_id,
+                arm="canary" if revision == candidate_ref else "control",
+                success=1.0 if outcome == "success" else 0.0,
+                score=score if score is not None else (1.0 if outcome == "success" else 0.0),
+                model=model or "",
+            )
+            for run_id, revision, outcome, score, model in rows
+        ]
 
     def certification_changed(self, parent_key: str) -> None:
         """The active list shows the active version's certificate and coverage flag: its stamp moves."""

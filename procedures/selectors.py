@@ -25,8 +25,9 @@ _ACTIVE_LISTS = tuple(f"active_version__{name}" for name in RUN_LISTS)
 
 
 def active_procedures(*, intent: str | None = None) -> list[Procedure]:
-    """Procedures with an active version (optionally one intent), the version joined: one query."""
-    rows = Procedure.objects.select_related("active_version").filter(active_version__isnull=False)
+    """Procedures with an active version (optionally one intent), the version and a canary's control joined: one
+    query."""
+    rows = Procedure.objects.select_related("active_version", "canary_control").filter(active_version__isnull=False)
     if intent is not None:
         rows = rows.filter(intent=intent_key(intent))
     return list(rows.order_by("intent"))
@@ -35,22 +36,25 @@ def active_procedures(*, intent: str | None = None) -> list[Procedure]:
 def active_etag(procedures: list[Procedure]) -> str:
     """A strong ETag over the active versions' content revisions (and which procedure holds each)."""
     return active_etag_of(
-        [(p.pk, p.revision, p.active_version.content_revision, p.certification_stamp) for p in procedures]
-    )
+        [(p.pk, p.revision, p.active_version.content_revision, p.certification_stamp,
+          "control" if p.active_version_id == p.canary_control_id else "") for p in procedures]
+    )  # fmt: skip
 
 
 def active_etag_of(stamps: list[tuple]) -> str:
     """active_etag from active_stamps (or any rows starting with id, revision, content revision and certification
     stamp: the certificate shown with an active version is part of what the list says)."""
     text = "\n".join(
-        f"{pk}:{revision}:{content_revision}:{certified}" for pk, revision, content_revision, certified, *_ in stamps
+        f"{pk}:{revision}:{content_revision}:{certified}{':control' if rest and rest[0] == 'control' else ''}"
+        for pk, revision, content_revision, certified, *rest in stamps
     )
     return '"' + hashlib.sha256(text.encode()).hexdigest() + '"'
 
 
 def active_stamps(*, intent: str | None = None) -> list[tuple]:
     """What active_procedures' answer shows changes only with, in its order: per procedure its id, revision, active
-    version's content revision, certification stamp, the version's status, and updated_at. One light query on every
+    version's content revision, certification stamp, the version's status, updated_at, and the canary's share and
+    control's content revision (uplift.core.canary). One light query on every
     agent step (procedures.active_body), so its SQL is compiled by the ORM once per shape and then run on a plain
     cursor (values as the database driver returns them: compare them only with each other)."""
     with_intent = intent is not None
@@ -66,6 +70,8 @@ def active_stamps(*, intent: str | None = None) -> list[tuple]:
             "certification_stamp",
             "active_version__status",
             "updated_at",
+            "canary_share",
+            "canary_control__content_revision",
         )
         sql, _ = rows.order_by("intent").values_list(*fields).query.sql_with_params()
         _STAMPS_SQL[with_intent] = sql

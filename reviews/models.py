@@ -21,6 +21,10 @@ class PromotionRequest(models.Model):
     parent_label = models.CharField(max_length=200, blank=True)
     replaces_id = models.CharField(max_length=64, null=True, blank=True)
     is_rollback = models.BooleanField(default=False)
+    # How the approved candidate goes live: for every run at once, or as a canary for `canary_share` of runs while
+    # the watch after activation (uplift) tests it against the version it replaces.
+    rollout = models.CharField(max_length=10, choices=[("full", "full"), ("canary", "canary")], default="full")
+    canary_share = models.FloatField(default=0.1)
     proposer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     rationale = models.TextField()
     gate_snapshot = models.JSONField(default=dict)

@@ -166,6 +166,7 @@ class PromotableKind(ABC):
     key: str = ""
     label: str = ""
     approvals_required: int = DEFAULT_APPROVALS_REQUIRED
+    watchable: bool = False  # its runs record the version they used (arm_runs): the watch after activation applies
 
     @abstractmethod
     def describe(self, candidate_id: str) -> Description:

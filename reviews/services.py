@@ -159,15 +159,33 @@ def gate_snapshot(promotable: PromotableKind, candidate_id: str) -> dict:
     return snapshot
 
 
+ROLLOUTS = ("full", "canary")
+
+
 def promotion_propose(
-    *, actor: Actor, kind: str, candidate_id: str, rationale: str, is_rollback: bool = False
+    *,
+    actor: Actor,
+    kind: str,
+    candidate_id: str,
+    rationale: str,
+    is_rollback: bool = False,
+    rollout: str = "full",
+    canary_share: float = 0.1,
 ) -> PromotionRequest:
-    """A reviewer or operator proposes a candidate; the request records the version it replaces and the gate."""
+    """A reviewer or operator proposes a candidate; the request records the version it replaces and the gate, and
+    how it goes live once approved: for every run (`full`) or as a canary for `canary_share` of runs."""
     user = active_user(actor)
     if user is None or not user.may_propose:
         raise NotAllowed("proposing a promotion needs the reviewer or operator role", code="not_a_reviewer")
     rationale = _text(rationale, what="a rationale", code="rationale_required")
     promotable = _promotable(kind)
+    if rollout not in ROLLOUTS:
+        raise Invalid(f"rollout is one of {', '.join(ROLLOUTS)}", code="bad_rollout")
+    if rollout == "canary":
+        if not promotable.watchable or is_rollback:
+            raise Invalid(f"a {promotable.label} goes live for every run at once", code="bad_rollout")
+        if not 0 < canary_share < 1:
+            raise Invalid("a canary's share is between 0 and 1 (exclusive)", code="bad_rollout")
     candidate_id = str(candidate_id).strip()
     try:
         description = promotable.describe(candidate_id)
@@ -177,6 +195,8 @@ def promotion_propose(
     active = promotable.current_active(description.parent_key)
     if active == candidate_id:
         raise Conflict(f"{description.title} is already the active version", code="already_active")
+    if rollout == "canary" and active is None:
+        raise Invalid("a first version has no version to serve the other runs: activate it fully", code="bad_rollout")
     if is_rollback and activations.rollback_target(kind, description.parent_key, active) != candidate_id:
         raise Invalid(f"{description.title} is not the previously active version", code="not_rollback_target")
     try:
@@ -193,6 +213,8 @@ def promotion_propose(
                 rationale=rationale,
                 gate_snapshot=snapshot,
                 required_approvals=promotable.approvals_required,
+                rollout=rollout,
+                canary_share=canary_share if rollout == "canary" else 0.0,
             )
             audit_record(
                 actor=actor,
@@ -205,6 +227,7 @@ def promotion_propose(
                     "replaces": active,
                     "replaces_label": _label(kind, active, none="") or None,
                     "is_rollback": is_rollback,
+                    "rollout": rollout,
                     "gate_passing": snapshot["passing"],
                     "certified": (snapshot["certificate"] or {}).get("passed"),
                     "critical_findings": snapshot["safety"]["critical"],
@@ -350,7 +373,14 @@ def _apply(*, actor: Actor, request: PromotionRequest) -> None:
     request is applied, audited and announced through the outbox."""
     expected = request.replaces_id
     _after_expected_read(request)
-    _promotable(request.kind).activate(actor=actor, candidate_id=request.candidate_id, expected_active_id=expected)
+    promotable = _promotable(request.kind)
+    canary = request.rollout == "canary" and expected is not None
+    if canary:
+        promotable.start_canary(
+            actor=actor, candidate_id=request.candidate_id, expected_active_id=expected, share=request.canary_share
+        )
+    else:
+        promotable.activate(actor=actor, candidate_id=request.candidate_id, expected_active_id=expected)
     now = timezone.now()
     request.status = PromotionStatus.APPLIED
     request.applied_at = request.closed_at = now
@@ -358,6 +388,14 @@ def _apply(*, actor: Actor, request: PromotionRequest) -> None:
     request.save(update_fields=["status", "applied_at", "closed_at", "applied_by"])
     _record_activation(request)
     QueueLease.objects.filter(request=request).delete()
+    if promotable.watchable and expected is not None:
+        from uplift.watch_services import watch_start
+
+        watch_start(
+            actor=actor, kind=request.kind, parent_key=request.parent_key, candidate_id=request.candidate_id,
+            control_id=expected, mode="canary" if canary else "full",
+            share=request.canary_share if canary else 0.0, request_id=request.pk,
+        )  # fmt: skip
     audit_record(
         actor=actor,
         verb="promotion.apply",
@@ -381,6 +419,98 @@ def _announce(*, actor: Actor, request: PromotionRequest) -> None:
 
 def _supersede_after_commit(*, actor: Actor, kind: str, parent_key: str) -> None:
     promotion_supersede_stale(actor=actor, kind=kind, parent_key=parent_key)
+
+
+def rollback_by_watch(*, kind: str, parent_key: str, reason: str, watch_id: int) -> PromotionRequest:
+    """INSIDE the watch's transaction: the watch found the canary worse than the version it replaced and puts that
+    version back for every run, as the system (the `waymark-watch` identity): the pointer moves back, the canary
+    ends, and the activation history row, the audit event and the webhook are written as for any rollback. The
+    request it records (applied, a rollback) is the card on the review queue saying why. StaleActivation when the
+    parent changed meanwhile (the caller's transaction then writes nothing)."""
+    from accounts.services import system_user
+
+    user = system_user()
+    actor = Actor(user=user)
+    promotable = _promotable(kind)
+    state = promotable.canary_state(parent_key)
+    active = promotable.current_active(parent_key)
+    if state is None or active != state.candidate_id:
+        raise StaleActivation(
+            parent_key=parent_key, expected_active_id=state.candidate_id if state else None, actual_active_id=active
+        )
+    description = promotable.describe(state.control_id)
+    now = timezone.now()
+    request = PromotionRequest.objects.create(
+        kind=kind,
+        candidate_id=state.control_id,
+        parent_key=parent_key,
+        title=description.title[:200],
+        parent_label=description.parent_label[:200],
+        replaces_id=active,
+        is_rollback=True,
+        proposer=user,
+        rationale=reason,
+        gate_snapshot={"passing": None, "summary": f"rolled back by the watch #{watch_id}: {reason}"},
+        override_by=user,
+        override_reason=f"the watch after activation (#{watch_id}) found a significant regression",
+        overridden_at=now,
+        required_approvals=0,
+        status=PromotionStatus.APPLIED,
+        applied_by=user,
+        applied_at=now,
+        closed_at=now,
+    )
+    promotable.activate(actor=actor, candidate_id=state.control_id, expected_active_id=active)
+    promotable.end_canary(actor=actor, parent_key=parent_key)
+    _record_activation(request)
+    audit_record(
+        actor=actor,
+        verb="promotion.rollback_automatic",
+        target=request,
+        before={"active": active, "label": _label(kind, active, none="") or None},
+        after={"active": state.control_id, "label": description.label, "reason": reason, "watch": watch_id},
+    )
+    _announce(actor=actor, request=request)
+    return request
+
+
+def rollback_request_by_watch(*, kind: str, parent_key: str, reason: str, watch_id: int) -> PromotionRequest | None:
+    """INSIDE the watch's transaction: after a full activation the before/after comparison is confounded by time,
+    so the watch proposes the rollback (as `waymark-watch`) for reviewers to judge instead of acting. None when there
+    is nothing to roll back to or a request for it is open already."""
+    from accounts.services import system_user
+
+    user = system_user()
+    promotable = _promotable(kind)
+    active = promotable.current_active(parent_key)
+    target = activations.rollback_target(kind, parent_key, active)
+    if target is None:
+        return None
+    if PromotionRequest.objects.filter(kind=kind, candidate_id=target, status__in=PENDING_STATUSES).exists():
+        return None
+    description = promotable.describe(target)
+    snapshot = gate_snapshot(promotable, target)
+    request = PromotionRequest.objects.create(
+        kind=kind,
+        candidate_id=target,
+        parent_key=parent_key,
+        title=description.title[:200],
+        parent_label=description.parent_label[:200],
+        replaces_id=active,
+        is_rollback=True,
+        proposer=user,
+        rationale=f"The watch after activation (#{watch_id}) found the runs after the activation worse than before:"
+        f" {reason}. Runs before and after differ in time as well, so people decide.",
+        gate_snapshot=snapshot,
+        required_approvals=promotable.approvals_required,
+    )
+    audit_record(
+        actor=Actor(user=user),
+        verb="promotion.propose",
+        target=request,
+        after={"kind": kind, "candidate": target, "replaces": active, "is_rollback": True, "watch": watch_id},
+    )
+    return request
 
 
 def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str) -> PromotionRequest:

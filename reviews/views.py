@@ -59,6 +59,7 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         "recent": selectors.recent_closed(request.user, kind=kind),
         "mine_count": sum(1 for row in rows if row.pending_for_me),
         "coverage_flags": [] if request.htmx else uplift_selectors.coverage_flags(),
+        "watch_alerts": [] if request.htmx else uplift_selectors.recent_watch_alerts(),
     }
     template = "reviews/queue.html#items" if request.htmx else "reviews/queue.html"
     return render(request, template, context)

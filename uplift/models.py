@@ -153,3 +153,60 @@ class CoverageFlag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.parent_key} {self.label}: not certified for {self.model}"
+
+
+class Watch(models.Model):
+    """The watch after an activation (uplift.core.watch): canary against control, or (after a full activation) the
+    runs after against the runs before, tested as runs arrive. Written only by uplift.services."""
+
+    class Mode(models.TextChoices):
+        CANARY = "canary", "canary"
+        FULL = "full", "full activation"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        PROMOTED = "promoted", "promoted"
+        ROLLED_BACK = "rolled_back", "rolled back"
+        ROLLBACK_REQUESTED = "rollback_requested", "rollback requested"
+        EXPIRED = "expired", "expired"
+        STOPPED = "stopped", "stopped"
+
+    kind = models.CharField(max_length=60)
+    parent_key = models.CharField(max_length=200)
+    parent_label = models.CharField(max_length=200, blank=True)
+    candidate_id = models.CharField(max_length=64)
+    candidate_label = models.CharField(max_length=100, blank=True)
+    control_id = models.CharField(max_length=64)
+    control_label = models.CharField(max_length=100, blank=True)
+    candidate_ref = models.CharField(max_length=100, help_text="what runs record for the candidate")
+    control_ref = models.CharField(max_length=100)
+    mode = models.CharField(max_length=10, choices=Mode.choices)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    share = models.FloatField(default=0.0, help_text="the canary's share of runs (0 for a full activation)")
+    policy = models.JSONField(help_text="uplift.core.watch.WatchPolicy's fields")
+    request_id = models.BigIntegerField(null=True, blank=True, help_text="the promotion request that activated it")
+    since = models.DateTimeField(help_text="runs received from then on count")
+    window_ends_at = models.DateTimeField()
+    after_id = models.BigIntegerField(default=0, help_text="the last run counted")
+    sums = models.JSONField(default=dict, help_text="per metric and arm: [n, sum, sum of squares]")
+    bounds = models.JSONField(default=list, help_text="the latest look's bounds, one per metric")
+    history = models.JSONField(default=list, help_text="one point per look that counted new runs")
+    reason = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    rollback_request_id = models.BigIntegerField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "parent_key"], condition=models.Q(status="running"), name="uplift_one_running_watch"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"watch {self.pk} of {self.kind} {self.parent_key} ({self.mode}, {self.status})"

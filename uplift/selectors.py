@@ -7,7 +7,7 @@ from django.conf import settings
 
 from .core import safety
 from .core.policy import Policy
-from .models import Certificate, CertificationPolicy, CoverageFlag, CriticalTask, HeldOutSplit, SplitDecision
+from .models import Certificate, CertificationPolicy, CoverageFlag, CriticalTask, HeldOutSplit, SplitDecision, Watch
 
 FINDINGS_KEPT = 100  # findings a review snapshot keeps (the totals count them all)
 
@@ -282,3 +282,76 @@ def policies() -> list[CertificationPolicy]:
 
 def all_critical_tasks(limit: int = 500) -> list[CriticalTask]:
     return list(CriticalTask.objects.select_related("tagged_by").order_by("kind", "parent_key", "task_key")[:limit])
+
+
+ALERTING = ("rolled_back", "rollback_requested", "expired")
+
+
+def recent_watch_alerts(days: int = 7) -> list[Watch]:
+    """Watches that rolled back, asked for a rollback or expired in the last `days` days (one query): the review
+    queue's card."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    since = timezone.now() - timedelta(days=days)
+    return list(Watch.objects.filter(status__in=ALERTING, decided_at__gte=since).order_by("-decided_at")[:20])
+
+
+def watches(*, status: str | None = None, limit: int = 200) -> list[Watch]:
+    rows = Watch.objects.defer("history", "sums")
+    if status:
+        rows = rows.filter(status=status)
+    return list(rows.order_by("-id")[:limit])
+
+
+def watch_by_id(watch_id: int) -> Watch | None:
+    return Watch.objects.filter(pk=watch_id).first()
+
+
+def watch_view(watch: Watch) -> dict:
+    """What a watch's page shows beyond its row: per look, each arm's success and score and the bound of Δ (charts
+    and their tables), newest first in the tables."""
+    from config.charts import chart_spec, series
+
+    points = watch.history or []
+    labels = [point["at"][5:16].replace("T", " ") for point in points]
+
+    def values(metric: str, key: str) -> list:
+        return [(point.get(metric) or {}).get(key) for point in points]
+
+    arms = chart_spec(
+        labels=labels,
+        series_list=[
+            series("canary success", values("success", "canary_mean")),
+            series("control success", values("success", "control_mean")),
+            series("canary score", values("score", "canary_mean")),
+            series("control score", values("score", "control_mean")),
+        ],
+        x_title="look",
+        y_title="mean",
+    )
+    margin = -float((watch.policy or {}).get("margin", 0))
+    bound = chart_spec(
+        labels=labels,
+        series_list=[
+            series("Δ success", values("success", "estimate")),
+            series("lower end", values("success", "low"), tone="neutral"),
+            series("upper end", values("success", "high"), tone="neutral"),
+            series("−margin", [margin] * len(points), tone="failure"),
+            series("0", [0.0] * len(points), tone="success"),
+        ],
+        x_title="look",
+        y_title="canary minus control",
+        y_range=(None, None),
+    )
+    rows = [
+        {
+            "at": point["at"][:16].replace("T", " "),
+            "success": point.get("success") or {},
+            "score": point.get("score") or {},
+        }
+        for point in reversed(points)
+    ]
+    latest = {bound["metric"]: bound for bound in watch.bounds or []}
+    return {"arms_chart": arms, "bound_chart": bound, "rows": rows[:200], "latest": latest}

@@ -16,7 +16,8 @@ from django.views.decorators.http import require_POST, require_safe
 from accounts.services import Actor
 from reviews import registry
 
-from . import selectors, services
+from . import selectors, services, watch_services
+from .models import Watch
 
 
 def _kinds() -> list[tuple[str, str]]:
@@ -117,3 +118,64 @@ def recertify_view(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"Re-certification started: {started}.")
     return _back(request, "uplift:policies")
+
+
+# --- the watch after activation ----------------------------------------------------------------------------------
+@login_required
+@require_safe
+def watches_view(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status", "")[:20]
+    context = {"watches": selectors.watches(status=status or None), "status": status, "statuses": Watch.Status.choices}
+    return render(request, "uplift/watches.html", context)
+
+
+def _watch_page(request: HttpRequest, pk: int, *, error: str = "", status: int = 200) -> HttpResponse:
+    watch = selectors.watch_by_id(pk)
+    if watch is None:
+        raise Http404("no such watch")
+    context = {"w": watch, **selectors.watch_view(watch), "error": error, "may_operate": request.user.may_operate}
+    return render(request, "uplift/watch.html", context, status=status)
+
+
+@login_required
+@require_safe
+def watch_view(request: HttpRequest, pk: int) -> HttpResponse:
+    return _watch_page(request, pk)
+
+
+THRESHOLDS = {"alpha": float, "margin": float, "min_runs": int, "max_canary_runs": int, "window_hours": int}
+
+
+@login_required
+@require_POST
+def watch_set_view(request: HttpRequest, pk: int) -> HttpResponse:
+    watch = selectors.watch_by_id(pk)
+    if watch is None:
+        raise Http404("no such watch")
+    try:
+        share_text = request.POST.get("share", "").strip()
+        share = float(share_text) / 100 if share_text else None
+        fields = {name: kind(request.POST[name]) for name, kind in THRESHOLDS.items() if request.POST.get(name, "")}
+        watch_services.watch_set(actor=Actor.of_request(request), watch=watch, share=share, **fields)
+    except watch_services.WatchNotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except (ValueError, watch_services.WatchInvalid) as exc:
+        return _watch_page(request, pk, error=f"Not changed: {exc}", status=400)
+    messages.success(request, "The watch's settings are changed.")
+    return redirect("uplift:watch", pk=pk)
+
+
+@login_required
+@require_POST
+def watch_stop_view(request: HttpRequest, pk: int) -> HttpResponse:
+    watch = selectors.watch_by_id(pk)
+    if watch is None:
+        raise Http404("no such watch")
+    try:
+        watch_services.watch_stop(actor=Actor.of_request(request), watch=watch, reason=request.POST.get("reason", ""))
+    except watch_services.WatchNotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except watch_services.WatchInvalid as exc:
+        return _watch_page(request, pk, error=f"Not stopped: {exc}", status=400)
+    messages.success(request, "The canary is stopped: the version it replaced is back for every run.")
+    return redirect("uplift:watch", pk=pk)

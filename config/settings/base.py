@@ -324,6 +324,13 @@ WAYMARK_LEARNED_TEXT_HOSTS = env_list("WAYMARK_LEARNED_TEXT_HOSTS")
 # and how often beat runs it.
 WAYMARK_COVERAGE_RUNS = env_int("WAYMARK_COVERAGE_RUNS", 200)
 CELERY_BEAT_SCHEDULE["check-model-coverage"] = {"task": "uplift.coverage_check", "schedule": timedelta(minutes=10)}
+# The watch after activation (uplift.core.watch): its error budget, the runs each arm needs before a decision, the
+# canary runs after which it promotes without a signal, and how long it watches (hours); beat looks every minute.
+WAYMARK_WATCH_ALPHA = float(env_str("WAYMARK_WATCH_ALPHA", "0.05"))
+WAYMARK_WATCH_MIN_RUNS = env_int("WAYMARK_WATCH_MIN_RUNS", 30)
+WAYMARK_WATCH_MAX_CANARY_RUNS = env_int("WAYMARK_WATCH_MAX_CANARY_RUNS", 2000)
+WAYMARK_WATCH_WINDOW_HOURS = env_int("WAYMARK_WATCH_WINDOW_HOURS", 168)
+CELERY_BEAT_SCHEDULE["watch-after-activation"] = {"task": "uplift.watch_tick", "schedule": timedelta(minutes=1)}
 
 WAYMARK_ANTHROPIC_MODEL = env_str("WAYMARK_ANTHROPIC_MODEL", "claude-sonnet-4-6")
 WAYMARK_MODEL_TIMEOUT = float(env_str("WAYMARK_MODEL_TIMEOUT", "60"))
