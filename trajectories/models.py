@@ -40,6 +40,10 @@ class Run(models.Model):
     score = models.FloatField(null=True, blank=True)
     graph_workspace = models.CharField(max_length=100, blank=True)
     graph_revision = models.CharField(max_length=100, blank=True)
+    # The content revision of the procedure version the run followed (what GET /api/v1/procedures sends as
+    # X-Waymark-Revision): outcomes are attributed to a canary's arms by it (uplift's watch). A database default too,
+    # so writers that name their columns (COPY in bench/) need not know it.
+    procedure_revision = models.CharField(max_length=100, blank=True, default="", db_default="")
     metadata = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -66,6 +70,7 @@ class Run(models.Model):
             models.Index(fields=["source", "-id"], name="trajectories_run_source"),
             models.Index(fields=["intent", "-id"], name="trajectories_run_intent"),
             models.Index(fields=["graph_workspace", "-id"], name="trajectories_run_workspace"),
+            models.Index(fields=["procedure_revision", "-id"], name="trajectories_run_procedure_rev"),
             # keyset pages of the explorer's sorts: (sort key, id)
             models.Index(fields=["score", "id"], name="trajectories_run_score"),
             models.Index(fields=["cost", "id"], name="trajectories_run_cost"),

@@ -118,6 +118,9 @@ class RunIn(InputSchema):
     score: Score | None = None
     graph_workspace: label(100) = ""
     graph_revision: label(100) = ""
+    procedure_revision: label(100) = Field(
+        "", description="the content revision of the procedure version the run followed (X-Waymark-Revision)"
+    )
     metadata: JsonObject = Field(default_factory=dict)
     started_at: Moment | None = None
     ended_at: Moment | None = None
@@ -162,6 +165,7 @@ class RunOut(Schema):
     score: float | None
     graph_workspace: str
     graph_revision: str
+    procedure_revision: str
     started_at: datetime | None
     ended_at: datetime | None
     created_at: datetime

@@ -179,6 +179,7 @@ class ListedRun:
     score: float | None
     graph_workspace: str
     graph_revision: str
+    procedure_revision: str
     started_at: datetime | None
     ended_at: datetime | None
     created_at: datetime
@@ -454,6 +455,7 @@ def run_as_item(run: Run) -> dict[str, Any]:
         "score": run.score,
         "graph_workspace": run.graph_workspace,
         "graph_revision": run.graph_revision,
+        "procedure_revision": run.procedure_revision,
         "metadata": run.metadata,
         "started_at": _moment(run.started_at),
         "ended_at": _moment(run.ended_at),

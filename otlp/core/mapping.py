@@ -15,8 +15,9 @@ fell back to a default or was taken from somewhere other than its own place is n
 `metadata.otlp.inferred`.
 
 Waymark's own attributes (on the agent span, the root span or the resource): `waymark.task`, `waymark.intent`,
-`waymark.outcome`, `waymark.score`, `waymark.source`, `waymark.graph.workspace`, `waymark.graph.revision`, and
-`waymark.cost` (USD) on model or tool spans.
+`waymark.outcome`, `waymark.score`, `waymark.source`, `waymark.graph.workspace`, `waymark.graph.revision`,
+`waymark.procedure.revision` (the content revision of the procedure version the run followed), and `waymark.cost`
+(USD) on model or tool spans.
 
 Pure: no Django, no I/O. The price of a model call comes from the caller (`price`), so the table stays outside the
 core. The item it returns still goes through the ingest service's validation, redaction and limits.
@@ -113,6 +114,7 @@ KNOWN_ATTRIBUTES = frozenset(
         "waymark.source",
         "waymark.graph.workspace",
         "waymark.graph.revision",
+        "waymark.procedure.revision",
         "waymark.cost",
     }
 )
@@ -399,6 +401,7 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
         "score": float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
         "graph_workspace": _text(_declared("waymark.graph.workspace", run_attrs, root_attrs, resource), 100),
         "graph_revision": _text(_declared("waymark.graph.revision", run_attrs, root_attrs, resource), 100),
+        "procedure_revision": _text(_declared("waymark.procedure.revision", run_attrs, root_attrs, resource), 100),
         "metadata": metadata,
         "started_at": moment(
             run_span.start_ns

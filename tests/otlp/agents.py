@@ -41,9 +41,12 @@ def genai_agent(
     root_status: StatusCode = StatusCode.OK,
     outcome: str | None = None,
     plan=PLAN,
+    attributes: dict[str, Any] | None = None,
+    resource: dict[str, Any] | None = None,
 ) -> list[ReadableSpan]:
-    """invoke_agent → per tool: a chat span (tokens, cost) then an execute_tool span; ends with a closing chat."""
-    tracer, exporter, provider = _tracer(service, {"deployment.environment": "test"})
+    """invoke_agent → per tool: a chat span (tokens, cost) then an execute_tool span; ends with a closing chat.
+    `attributes` are added to the agent span's, `resource` to the resource's."""
+    tracer, exporter, provider = _tracer(service, {"deployment.environment": "test", **(resource or {})})
     messages = [{"role": "user", "parts": [{"type": "text", "content": TASK}]}]
     root_attributes = {
         "gen_ai.operation.name": "invoke_agent",
@@ -54,6 +57,7 @@ def genai_agent(
     }
     if outcome is not None:
         root_attributes["waymark.outcome"] = outcome
+    root_attributes.update(attributes or {})
     with tracer.start_as_current_span("invoke_agent support", attributes=root_attributes) as root:
         for tool, arguments, result in plan:
             with tracer.start_as_current_span(

@@ -406,9 +406,16 @@ def test_repeated_spans_count_once():
     assert len(map_trace(spans).run["steps"]) == 1
 
 
-def test_declared_score_and_graph():
-    run = map_trace(
-        [agent(**{"waymark.score": 0.75, "waymark.graph.workspace": "support", "waymark.graph.revision": "sha256:abc"})]
-    ).run
+def test_declared_score_graph_and_procedure():
+    declared = {
+        "waymark.score": 0.75,
+        "waymark.graph.workspace": "support",
+        "waymark.graph.revision": "sha256:abc",
+        "waymark.procedure.revision": "f" * 64,
+    }
+    run = map_trace([agent(**declared)]).run
     assert (run["score"], run["graph_workspace"], run["graph_revision"]) == (0.75, "support", "sha256:abc")
+    assert run["procedure_revision"] == "f" * 64
+    assert map_trace([agent()]).run["procedure_revision"] == ""
+    assert map_trace([agent(**{"waymark.procedure.revision": "r" * 300})]).run["procedure_revision"] == "r" * 100
     assert map_trace([agent(**{"waymark.score": "high"})]).run["score"] is None

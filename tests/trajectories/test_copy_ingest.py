@@ -191,7 +191,14 @@ def test_both_writers_store_the_same_rows(monkeypatch, settings):
     items = [
         run_item(external_id="full", task="refund sk-abc1 ☃", steps=odd_steps, metadata={"k": {"deep": [None, 1.5]}}),
         run_item(external_id="bare", steps=[], score=None, started_at=None, ended_at=None, metadata={}),
-        run_item(external_id="int-score", score=3, outcome="failure", graph_workspace="ws", graph_revision="r1"),
+        run_item(
+            external_id="int-score",
+            score=3,
+            outcome="failure",
+            graph_workspace="ws",
+            graph_revision="r1",
+            procedure_revision="p1",
+        ),
     ]
 
     def store(writer: str) -> None:
