@@ -51,6 +51,8 @@ def promotion_out(user, request: PromotionRequest) -> dict:
         "replaces_id": request.replaces_id,
         "replaces_label": getattr(request, "replaces_label", "") or None,
         "is_rollback": request.is_rollback,
+        "rollout": request.rollout,
+        "canary_share": request.canary_share if request.rollout == "canary" else None,
         "status": view.status,
         "proposer": request.proposer.username,
         "rationale": request.rationale,
@@ -147,6 +149,8 @@ def propose(request: HttpRequest, body: ProposeIn):
             candidate_id=body.candidate_id,
             rationale=body.rationale,
             is_rollback=body.is_rollback,
+            rollout=body.rollout,
+            canary_share=body.canary_share,
         )
     except ReviewError as exc:
         raise _api_error(exc) from None

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, ConfigDict, StrictBool, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StringConstraints
 
 from config.text import require_plain_identifier
 from uplift.schemas import CertificateSummaryOut, SafetyOut
@@ -27,6 +27,8 @@ class ProposeIn(InputSchema):
     candidate_id: Key
     rationale: Text
     is_rollback: StrictBool = False
+    rollout: Literal["full", "canary"] = "full"
+    canary_share: float = Field(0.1, gt=0, lt=1, description="the share of runs a canary serves (rollout canary)")
 
 
 class JudgmentIn(InputSchema):
@@ -103,6 +105,8 @@ class PromotionOut(Schema):
     replaces_id: str | None
     replaces_label: str | None
     is_rollback: bool
+    rollout: str  # "full" or "canary": how it goes live once approved
+    canary_share: float | None  # a canary's share of runs
     status: str  # "open" for an approved request while the caller may not see counts (reviews.selectors)
     proposer: str
     rationale: str

@@ -368,13 +368,19 @@ def propose_view(request: HttpRequest) -> HttpResponse:
         "candidate_id": candidate_id,
         "rationale": source.get("rationale", ""),
         "is_rollback": source.get("is_rollback") in ("1", "on", "true"),
+        "rollout": "canary" if source.get("rollout") == "canary" else "full",
     }
+    share_text = source.get("canary_percent", "10").strip() or "10"
     error, status = "", 200
     if request.method == "POST":
         try:
             if not kind or not candidate_id:
                 raise Invalid("choose a candidate from the list", code="candidate_required")
-            item = services.promotion_propose(actor=Actor.of_request(request), **form)
+            try:
+                share = float(share_text) / 100
+            except ValueError:
+                raise Invalid("the canary's share is a percentage, e.g. 10", code="bad_rollout") from None
+            item = services.promotion_propose(actor=Actor.of_request(request), canary_share=share, **form)
         except ReviewError as exc:
             _refuse(exc)
             error, status = exc.message, exc.status
@@ -390,7 +396,7 @@ def propose_view(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("proposing a promotion needs the reviewer or operator role")
     groups = _candidate_groups((kind, candidate_id))
     context = {
-        "form": form,
+        "form": {**form, "canary_percent": share_text[:10]},
         "groups": groups,
         "has_choices": any(group["choices"] for group in groups),
         "error": error,

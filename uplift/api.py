@@ -12,8 +12,18 @@ from accounts.services import Actor
 from config.auth import scoped
 from config.errors import ApiError, Error
 
-from . import selectors, services
-from .schemas import CertificateOut, CoverageFlagOut, PolicyIn, PolicyOut, RecertifyIn, RecertifyOut
+from . import selectors, services, watch_services
+from .schemas import (
+    CertificateOut,
+    CoverageFlagOut,
+    PolicyIn,
+    PolicyOut,
+    RecertifyIn,
+    RecertifyOut,
+    WatchOut,
+    WatchSetIn,
+    WatchStopIn,
+)
 
 router = Router(tags=["certification"])
 
@@ -134,3 +144,65 @@ def set_policy(request: HttpRequest, body: PolicyIn):
     except (services.UpliftNotAllowed, services.UpliftInvalid) as exc:
         raise _refused(exc) from None
     return Status(200, row)
+
+
+# --- the watch after activation ----------------------------------------------------------------------------------
+WatchId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+
+
+def _watch(watch_id: int):
+    found = selectors.watch_by_id(watch_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no watch {watch_id}")
+    return found
+
+
+@router.get(
+    "/watches",
+    auth=scoped(READ),
+    response={200: list[WatchOut], **ERRORS},
+    summary="The watches after activation, newest first (status filters: running, promoted, rolled_back, …)",
+)
+def watches(request: HttpRequest, status: Annotated[str, Query(max_length=20)] = ""):
+    return Status(200, selectors.watches(status=status or None))
+
+
+@router.get(
+    "/watches/{watch_id}",
+    auth=scoped(READ),
+    response={200: WatchOut, **ERRORS},
+    summary="One watch: its arms, the latest bounds, its decision and its history of looks",
+)
+def watch(request: HttpRequest, watch_id: WatchId):
+    return Status(200, _watch(watch_id))
+
+
+@router.post(
+    "/watches/{watch_id}",
+    auth=scoped(WRITE),
+    response={200: WatchOut, **ERRORS},
+    summary="Change a running watch: the canary's share, its thresholds (operators)",
+)
+def watch_set(request: HttpRequest, watch_id: WatchId, body: WatchSetIn):
+    fields = body.model_dump(exclude={"share"}, exclude_none=True)
+    try:
+        changed = watch_services.watch_set(
+            actor=Actor.of_request(request), watch=_watch(watch_id), share=body.share, **fields
+        )
+    except (watch_services.WatchNotAllowed, watch_services.WatchInvalid) as exc:
+        raise ApiError(403 if isinstance(exc, PermissionError) else 422, "refused", str(exc)) from None
+    return Status(200, changed)
+
+
+@router.post(
+    "/watches/{watch_id}/stop",
+    auth=scoped(WRITE),
+    response={200: WatchOut, **ERRORS},
+    summary="Stop a canary now: the version it replaced goes back for every run (operators, with a reason)",
+)
+def watch_stop(request: HttpRequest, watch_id: WatchId, body: WatchStopIn):
+    try:
+        stopped = watch_services.watch_stop(actor=Actor.of_request(request), watch=_watch(watch_id), reason=body.reason)
+    except (watch_services.WatchNotAllowed, watch_services.WatchInvalid) as exc:
+        raise ApiError(403 if isinstance(exc, PermissionError) else 422, "refused", str(exc)) from None
+    return Status(200, stopped)

@@ -142,3 +142,41 @@ class PolicyOut(Schema):
     metric: str
     alpha: float
     max_decisions: int
+
+
+class WatchOut(Schema):
+    id: int
+    kind: str
+    parent_key: str
+    parent_label: str
+    candidate_id: str
+    candidate_label: str
+    control_id: str
+    control_label: str
+    candidate_ref: str  # what runs record for each arm (graph_revision / procedure_revision)
+    control_ref: str
+    mode: str  # canary or full
+    status: str  # running, promoted, rolled_back, rollback_requested, expired or stopped
+    share: float
+    policy: dict  # alpha, margin, metric, min_runs, max_canary_runs, tuned_runs
+    bounds: list[dict]  # the latest look: per metric the estimate of Δ, its bound, each arm's mean and runs
+    reason: str
+    request_id: int | None
+    rollback_request_id: int | None
+    since: datetime
+    window_ends_at: datetime
+    decided_at: datetime | None
+    created_at: datetime
+
+
+class WatchSetIn(InputSchema):
+    share: float | None = Field(None, gt=0, lt=1)
+    alpha: float | None = Field(None, gt=0, lt=1)
+    margin: float | None = Field(None, ge=0, le=1)
+    min_runs: int | None = Field(None, ge=2, le=1_000_000)
+    max_canary_runs: int | None = Field(None, ge=2, le=10_000_000)
+    window_hours: int | None = Field(None, ge=1, le=24 * 90)
+
+
+class WatchStopIn(InputSchema):
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1000)]

@@ -255,3 +255,41 @@ def test_the_watch_pages_show_it_and_only_operators_change_it(canary, operator, 
     assert good.status_code == 302 and Watch.objects.get(pk=watch.pk).share == 0.25
     stop = client.post(reverse("uplift:watch_stop", args=[watch.pk]), {"csrfmiddlewaretoken": csrf, "reason": "x"})
     assert stop.status_code == 302 and Watch.objects.get(pk=watch.pk).status == "stopped"
+
+
+def test_the_api_lists_shows_changes_and_stops_watches(canary, operator, viewer, make_token, api_client):
+    _, _, v2, watch = canary
+    read = make_token(viewer, "certification:read")
+    listed = api_client.get("/api/v1/certification/watches?status=running", token=read).json()
+    assert [row["id"] for row in listed] == [watch.pk]
+    one = api_client.get(f"/api/v1/certification/watches/{watch.pk}", token=read).json()
+    assert one["mode"] == "canary" and one["candidate_ref"] == v2.content_revision
+    assert api_client.get("/api/v1/certification/watches/987654", token=read).status_code == 404
+    write = make_token(operator, "certification:write")
+    bad = api_client.post(f"/api/v1/certification/watches/{watch.pk}", {"share": 2}, token=write)
+    assert bad.status_code == 422
+    changed = api_client.post(f"/api/v1/certification/watches/{watch.pk}", {"share": 0.3}, token=write)
+    assert changed.status_code == 200 and changed.json()["share"] == 0.3
+    assert api_client.post(f"/api/v1/certification/watches/{watch.pk}/stop", {}, token=write).status_code == 422
+    stopped = api_client.post(f"/api/v1/certification/watches/{watch.pk}/stop", {"reason": "why"}, token=write)
+    assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"
+    again = api_client.post(f"/api/v1/certification/watches/{watch.pk}/stop", {"reason": "why"}, token=write)
+    assert again.status_code == 422 and "already" in again.json()["message"]
+
+
+def test_the_propose_form_offers_the_canary_and_refuses_one_for_a_first_version(operator):
+    procedure = Procedure.objects.create(intent=intent_key(REFUND), title="refund")
+    v1 = stored_version(procedure, "lookup_policy", number=1)
+    client = logged_in(operator)
+    page = client.get(reverse("reviews:propose")).content.decode()
+    assert 'name="rollout" value="canary"' in page
+    data = {
+        "csrfmiddlewaretoken": client.cookies["csrftoken"].value,
+        "candidate": f"{KIND}:{v1.pk}",
+        "rationale": "first",
+        "rollout": "canary",
+        "canary_percent": "10",
+    }
+    refused = client.post(reverse("reviews:propose"), data)
+    assert refused.status_code == 422 and "first version" in refused.content.decode()
+    assert not PromotionRequest.objects.exists()
