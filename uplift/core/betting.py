@@ -9,7 +9,8 @@ both are nonnegative martingales starting at 1, so by Ville's inequality the cha
 with no assumption but the bounds. Unlike Hoeffding's or the empirical Bernstein bound it adapts to the variance, so
 paired differences that are mostly ties (the usual certificate) get a narrow interval.
 
-Both capitals are monotone in m (each factor is: see `_log_capital`), so each end of the interval is one bisection.
+Both capitals are monotone in m (each factor is: see `_log_capital`), so each end of the interval is one root
+find on a bracket (`_crossing`).
 `interval` is the fixed-n version (bets tuned to the known n); `sequence_interval` is the anytime-valid version (a
 confidence sequence: bets tuned to the running time, valid at every t at once, for monitoring).
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 CAP = 0.5  # the largest fraction of the distance to the edge a bet may stake (the paper's c = 1/2)
-BISECTIONS = 48  # the ends to within 2**-48 of the [0, 1] scale
+BISECTIONS = 48  # the ends to within 2**-48 of the [0, 1] scale (a bisection would take 48 steps)
 
 
 @dataclass(frozen=True)
@@ -85,31 +86,51 @@ def _interval(values, alpha: float, *, sequential: bool) -> Interval:
     threshold = math.log(2 / alpha)  # max(K+/2, K-/2) >= 1/alpha  <=>  one of K+ or K- >= 2/alpha
     mean = float(x.mean())
 
-    def rejected_above(m: float) -> bool:  # the downward gambler has won: the mean is below m
-        return _log_capital(x, bets, m, upward=False) >= threshold
+    # The upward capital falls as m grows and the downward one rises: each end is where one crosses the threshold.
+    def upward(m: float) -> float:  # >= 0: the upward gambler has won, the mean is above m
+        return _log_capital(x, bets, m, upward=True) - threshold
 
-    def rejected_below(m: float) -> bool:  # the upward gambler has won: the mean is above m
-        return _log_capital(x, bets, m, upward=True) >= threshold
+    def downward(m: float) -> float:  # >= 0: the downward gambler has won, the mean is below m
+        return _log_capital(x, bets, m, upward=False) - threshold
 
-    # rejected_below is monotone (true, then false, as m grows) and rejected_above the reverse.
-    low = _crossing(rejected_below, 0.0, 1.0, rejected_at_start=True) if rejected_below(0.0) else 0.0
-    high = _crossing(rejected_above, 0.0, 1.0, rejected_at_start=False) if rejected_above(1.0) else 1.0
+    low = _crossing(upward, 0.0, 1.0) if upward(0.0) >= 0 else 0.0
+    high = _crossing(downward, 1.0, 0.0) if downward(1.0) >= 0 else 1.0
     if low > high:  # both gamblers won (a chance of at most alpha): the interval collapses where they met
         low = high = (low + high) / 2
     return Interval(low=low, high=high, mean=mean, n=len(x), alpha=alpha)
 
 
-def _crossing(rejected, a: float, b: float, *, rejected_at_start: bool) -> float:
-    """The point in [a, b] where `rejected` changes (it holds at a, not at b, when rejected_at_start; else the
-    reverse), to within 2**-BISECTIONS, rounded outwards: the interval may take in a sliver of the rejected set,
-    never lose a sliver of the accepted one."""
-    for _ in range(BISECTIONS):
-        middle = (a + b) / 2
-        if rejected(middle) == rejected_at_start:
-            a = middle
+def _crossing(excess, rejected: float, accepted: float) -> float:
+    """The last point on the way from `rejected` (excess >= 0 there) to `accepted` (excess < 0 there) where the
+    excess is still >= 0, to within 2**-BISECTIONS of the [0, 1] scale, rounded outwards: the interval may take in a
+    sliver of the rejected set, never lose a sliver of the accepted one.
+
+    Regula falsi with the Illinois correction (the value at an end kept twice running is halved): it keeps the
+    bracket [rejected, accepted] as a bisection does, each evaluation deciding which end moves, but on a capital,
+    smooth between a few kinks, it needs some 15-30 evaluations where a bisection needs 48. A bisection step is taken
+    whenever 4 steps in a row failed to halve the bracket, so it always ends."""
+    f_rejected, f_accepted = excess(rejected), excess(accepted)
+    kept = 0  # +1: the rejected end moved last, -1: the accepted one
+    halving_at, steps_since = abs(accepted - rejected) / 2, 0
+    while abs(accepted - rejected) > 2.0**-BISECTIONS:
+        middle = (rejected * f_accepted - accepted * f_rejected) / (f_accepted - f_rejected)
+        if steps_since >= 4 or not min(rejected, accepted) < middle < max(rejected, accepted):
+            middle = (rejected + accepted) / 2
+        value = excess(middle)
+        if value >= 0:
+            rejected, f_rejected = middle, value
+            if kept == 1:
+                f_accepted /= 2
+            kept = 1
         else:
-            b = middle
-    return a if rejected_at_start else b
+            accepted, f_accepted = middle, value
+            if kept == -1:
+                f_rejected /= 2
+            kept = -1
+        steps_since += 1
+        if abs(accepted - rejected) <= halving_at:
+            halving_at, steps_since = abs(accepted - rejected) / 2, 0
+    return rejected
 
 
 def interval(values, alpha: float) -> Interval:

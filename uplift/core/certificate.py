@@ -128,26 +128,37 @@ class Certificate:
         }
 
     def task_rows(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "task_id": task.task_id,
-                "critical": task.critical,
-                "model": task.model,
-                "outcome": task.outcome if task.comparable else "excluded",
-                "control": _arm_document(task.control),
-                "candidate": _arm_document(task.candidate),
-            }
-            for task in self.tasks
-        ]
+        """The per-task rows (task id, critical, model, outcome, both arms): computed once, a fresh list each call."""
+        rows = self.__dict__.get("_task_rows")
+        if rows is None:
+            rows = self.__dict__["_task_rows"] = [_task_row(task) for task in self.tasks]
+        return list(rows)
+
+
+def _task_row(task: PairedTask) -> dict[str, Any]:
+    control, candidate = task.control, task.candidate
+    if not control.answered:
+        outcome = "excluded"
+    elif control.passed == (after := candidate.answered and candidate.passed):
+        outcome = "both_passed" if after else "both_failed"
+    else:
+        outcome = "repair" if after else "breakage"
+    return {
+        "task_id": task.task_id,
+        "critical": task.critical,
+        "model": task.model,
+        "outcome": outcome,
+        "control": _arm_document(control),
+        "candidate": _arm_document(candidate),
+    }
 
 
 def _arm_document(arm: ArmOutcome) -> dict[str, Any]:
-    return {
-        "passed": arm.success,
-        "score": arm.value if arm.answered else None,
-        "answered": arm.answered,
-        "run_id": arm.run_id,
-    }
+    if not arm.answered:
+        return {"passed": False, "score": None, "answered": False, "run_id": arm.run_id}
+    score = arm.score
+    value = (1.0 if arm.passed else 0.0) if score is None else min(1.0, max(0.0, float(score)))
+    return {"passed": arm.passed, "score": value, "answered": True, "run_id": arm.run_id}
 
 
 def betting_order(task_id: str) -> bytes:
@@ -166,12 +177,18 @@ def certify(tasks: Iterable[PairedTask], *, alpha: float) -> Certificate:
         if task.task_id in seen:
             raise ValueError(f"task {task.task_id!r} is paired twice")
         seen.add(task.task_id)
-    compared = sorted((task for task in tasks if task.comparable), key=lambda task: betting_order(task.task_id))
+    compared = sorted((task for task in tasks if task.control.answered), key=lambda task: betting_order(task.task_id))
     counts = {"repair": 0, "breakage": 0, "both_passed": 0, "both_failed": 0}
-    for task in compared:
-        counts[task.outcome] += 1
-    success = [float(task.candidate.success) - float(task.control.success) for task in compared]
-    score = [task.candidate.value - task.control.value for task in compared]
+    success, score = [], []
+    for task in compared:  # PairedTask.outcome and ArmOutcome.success/.value, inlined (10,000 tasks a certificate)
+        control, candidate = task.control, task.candidate
+        before, after = control.passed, candidate.answered and candidate.passed
+        if before == after:
+            counts["both_passed" if before else "both_failed"] += 1
+        else:
+            counts["repair" if after else "breakage"] += 1
+        success.append(float(after) - float(before))
+        score.append(candidate.value - control.value)
     return Certificate(
         n=len(compared),
         repairs=counts["repair"],
