@@ -89,11 +89,18 @@ def list_workspaces(request: HttpRequest):
     return Status(200, {"items": items})
 
 
-def _active_headers(response: HttpResponse, summary: dict, card: dict) -> HttpResponse:
-    response["ETag"] = f'"{summary["digest"]}"'
-    response["X-Waymark-Revision"] = str(summary["seq"])
-    response["X-Waymark-Certificate"] = card.get("certificate_header") or "none"
+RUN_HEADER = "HTTP_X_WAYMARK_RUN"  # X-Waymark-Run: the agent's run key (a canary's assignment)
+PIN_HEADER = "HTTP_X_WAYMARK_REVISION"  # X-Waymark-Revision: the revision the run was first served (its pin)
+CANARY_VARY = "X-Waymark-Run, X-Waymark-Revision"
+
+
+def _active_headers(response: HttpResponse, served: selectors.ServedArm, card: dict) -> HttpResponse:
+    response["ETag"] = f'"{served.summary["digest"]}"'
+    response["X-Waymark-Revision"] = str(served.summary["seq"])
+    response["X-Waymark-Certificate"] = served.certificate_header
     response["Cache-Control"] = "no-cache"
+    if card.get("canary") is not None:  # two revisions are live: the answer depends on the run
+        response["Vary"] = CANARY_VARY
     return response
 
 
@@ -106,7 +113,10 @@ def _active_headers(response: HttpResponse, summary: dict, card: dict) -> HttpRe
         "`certificate` is the summary of the revision's latest with-versus-without certificate (null: not "
         "certified yet). The ETag is the graph's digest: a certificate issued later for the same revision does not "
         "change it, so the `X-Waymark-Certificate` header (on 200 and 304 alike) names the certificate in force "
-        "(`none`, or `id=…; passed=…; uplift=…; lower=…; n=…`); ask without If-None-Match when its id changed."
+        "(`none`, or `id=…; passed=…; uplift=…; lower=…; n=…`); ask without If-None-Match when its id changed. "
+        "While a canary runs, the revision served depends on the request headers `X-Waymark-Run` (the agent's run "
+        "id: the same run always gets the same revision) and `X-Waymark-Revision` (the revision the run was served "
+        "first, sent back to stay on it); without a run key the control (the previous revision) answers."
     ),
 )
 def active_graph(request: HttpRequest, ws: str):
@@ -117,14 +127,16 @@ def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
     """The active graph from its encoded body (kept per revision), or 304 when If-None-Match names its ETag. Served
     by config.step_api on every agent step, and by the ninja operation above."""
     card = selectors.workspace_card(ws)
-    summary = card["active"]
-    if summary is None:
+    if card["active"] is None:
         raise ApiError(404, "no_active_graph", f"workspace {ws!r} has no active graph yet")
-    if_none_match = request.META.get("HTTP_IF_NONE_MATCH")
+    meta = request.META
+    served = selectors.served_arm(card, run_key=meta.get(RUN_HEADER), pin=meta.get(PIN_HEADER))
+    summary = served.summary
+    if_none_match = meta.get("HTTP_IF_NONE_MATCH")
     etag = f'"{summary["digest"]}"'
     if if_none_match and (if_none_match == etag or {etag, f"W/{etag}", "*"} & set(parse_etags(if_none_match))):
-        return _active_headers(HttpResponseNotModified(), summary, card)
-    certificate = card.get("certificate")
+        return _active_headers(HttpResponseNotModified(), served, card)
+    certificate = served.certificate
     key = (summary["id"], certificate["digest"] if certificate else None)
     content = cache.bodies.get(key)
     if content is None:  # a revision and a certificate never change: the encoded body is kept per process
@@ -137,7 +149,7 @@ def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
             "certificate": certificate,
         }
         content = cache.bodies.put(key, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
-    return _active_headers(HttpResponse(content, content_type="application/json"), summary, card)
+    return _active_headers(HttpResponse(content, content_type="application/json"), served, card)
 
 
 @router.get(
@@ -257,11 +269,13 @@ def revision_certification(request: HttpRequest, ws: str, ref: str):
         "digest) pins the graph the agent started its run with; without it the active graph answers. When the "
         "model gives no answer (unreachable, rate-limited, or a reply that is not one: malformed, empty, cut at "
         "max_tokens) the answer is 503 `model_unavailable` with `Retry-After` and `details.reason`; a raw mode "
-        "needs no model."
+        "needs no model. Without `revision`, while a canary runs, the graph is chosen as GET …/active chooses it "
+        "(the headers `X-Waymark-Run` and `X-Waymark-Revision`); the answer's `X-Waymark-Revision` header is the "
+        "seq of the graph used."
     ),
 )
 def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
-    return guidance_response(ws, payload)
+    return guidance_response(ws, payload, request)
 
 
 def step_guidance_response(request: HttpRequest, ws: str) -> HttpResponse | None:
@@ -278,14 +292,15 @@ def step_guidance_response(request: HttpRequest, ws: str) -> HttpResponse | None
         return None
     if not (body.isascii() and b"\\u" not in body) and first_unencodable(data) is not None:
         return None  # (ASCII JSON without \u escapes cannot hold a lone surrogate: no need to look)
-    return guidance_response(ws, payload)
+    return guidance_response(ws, payload, request)
 
 
-def guidance_response(ws: str, payload: GuidanceIn) -> HttpResponse:
+def guidance_response(ws: str, payload: GuidanceIn, request: HttpRequest | None = None) -> HttpResponse:
     """The guidance answer as JSON; raw modes from bytes prepared once per (revision, node, mode, hops). `payload` is
-    a GuidanceIn or its plain twin (the same fields)."""
+    a GuidanceIn or its plain twin (the same fields); `request` gives the canary's headers (run key, pin)."""
+    meta = request.META if request is not None else {}
     try:
-        body = guidance_body(
+        body, seq = guidance_body(
             slug=ws,
             query=payload.query,
             steps=[{"action": s.action, "args": s.args, "observation": s.observation} for s in payload.steps],
@@ -293,6 +308,8 @@ def guidance_response(ws: str, payload: GuidanceIn) -> HttpResponse:
             hops=payload.hops,
             window=payload.window,
             revision=payload.revision,
+            run_key=meta.get(RUN_HEADER),
+            pin=meta.get(PIN_HEADER),
         )
     except NoActiveGraph as exc:
         raise ApiError(404, "no_active_graph", str(exc))
@@ -300,7 +317,9 @@ def guidance_response(ws: str, payload: GuidanceIn) -> HttpResponse:
         raise _bad_ref(exc)
     except ModelError as exc:
         raise ModelAnswerMissing(exc) from None
-    return HttpResponse(body, content_type=JSON)
+    response = HttpResponse(body, content_type=JSON)
+    response["X-Waymark-Revision"] = str(seq)
+    return response
 
 
 class ModelAnswerMissing(ApiError):

@@ -1,10 +1,12 @@
 """Caches of the guidance path (Redis in production): what a guidance call costs is its neighbourhood, not the graph.
 
 - The workspace card (id, slug, task description, active revision summary, the active revision's certificate
-  summary) per slug and card version; every commit that moves the active pointer, or that issues the active
-  revision a certificate, replaces the version, so the shared entry is never stale (and expires after ACTIVE_TTL
-  seconds anyway). Each process reuses the card it read for at most CARD_LOCAL_SECONDS (1 s) before
-  asking the shared cache again, so a pointer move reaches every process within a second.
+  summary, and while a canary runs its share and its control's summary and certificate: each per-step call picks
+  its arm from the card with no query) per slug and card version; every commit that moves the active pointer,
+  starts, changes or ends a canary, or issues the active revision a certificate, replaces the version, so the
+  shared entry is never stale (and expires after ACTIVE_TTL seconds anyway). Each process reuses the card it read
+  for at most CARD_LOCAL_SECONDS (1 s) before asking the shared cache again, so a pointer move reaches every
+  process within a second.
 - Exact revision refs (a seq number or a full digest) per workspace: immutable, since chains are append-only.
 - Serialized contexts keyed by (graph digest, node, hops, include_relations): content-addressed, never stale.
 - Parsed graphs: a small per-process LRU keyed by digest, so a document is parsed once per digest per process; recent

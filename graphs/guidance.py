@@ -73,13 +73,17 @@ def workspace_guidance(
     revision: str | None = None,
     include_relations: bool = True,
     model: Any = None,
+    run_key: str | None = None,
+    pin: str | None = None,
 ) -> GuidanceAnswer:
-    """Guidance for an agent at the end of `steps`, over the active graph or the pinned `revision` (seq or digest).
+    """Guidance for an agent at the end of `steps`, over the active graph or the pinned `revision` (seq or digest);
+    while a canary runs and no revision is pinned, over the arm `run_key` and `pin` (the X-Waymark-Run and
+    X-Waymark-Revision headers) are served (selectors.served_arm).
 
     Http404 for an unknown workspace or revision, NoActiveGraph when nothing is active and nothing pinned,
     selectors.InvalidRef for a malformed or ambiguous ref, ValueError for a bad mode/hops/window.
     """
-    card, summary = _card_and_revision(slug, revision)
+    card, summary = _card_and_revision(slug, revision, run_key, pin)
     config = GuidanceConfig(
         hops=hops,
         window=window,
@@ -103,13 +107,18 @@ def workspace_guidance(
     )
 
 
-def _card_and_revision(slug: str, revision: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The workspace card and the summary of the pinned revision, else of the active one (see workspace_guidance)."""
+def _card_and_revision(
+    slug: str, revision: str | None, run_key: str | None = None, pin: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The workspace card and the summary of the pinned revision, else of the active one, or of the canary's arm
+    this run is served (see workspace_guidance)."""
     card = selectors.workspace_card(slug)
     if revision is not None and str(revision).strip():
         return card, selectors.revision_summary(card["id"], slug, str(revision))
     if card["active"] is not None:
-        return card, card["active"]
+        if card.get("canary") is None:
+            return card, card["active"]
+        return card, selectors.served_arm(card, run_key=run_key, pin=pin).summary
     raise NoActiveGraph(f"workspace {slug!r} has no active graph; pin a revision or activate one")
 
 
@@ -122,8 +131,11 @@ def guidance_body(
     hops: int = 2,
     window: int = 3,
     revision: str | None = None,
-) -> bytes:
-    """workspace_guidance's answer as the API's JSON (GuidanceOut), with the same errors.
+    run_key: str | None = None,
+    pin: str | None = None,
+) -> tuple[bytes, int]:
+    """workspace_guidance's answer as the API's JSON (GuidanceOut), with the same errors, and the seq of the graph
+    used (the answer's X-Waymark-Revision header).
 
     An answer that calls no model (raw modes, "none") depends only on the revision, the mode, the node the agent is at
     and the hops (its text is the serialized neighbourhood), so it is encoded once and kept per process: a warm call
@@ -131,15 +143,23 @@ def guidance_body(
     the kept bytes without running the Guide."""
     key = None
     if not mode.startswith("generative"):
-        _, summary = _card_and_revision(slug, revision)
+        _, summary = _card_and_revision(slug, revision, run_key, pin)
         graph = selectors.graph_at(summary["id"], summary["digest"])
         node_id = _LOCALIZER.locate(graph, [as_step(steps[-1])] if steps else [])
         key = (summary["digest"], mode, node_id, hops)
         found = _answer_bodies.get(key)
         if found is not None:
-            return found
+            return found, summary["seq"]
     answer = workspace_guidance(
-        slug=slug, query=query, steps=steps, mode=mode, hops=hops, window=window, revision=revision
+        slug=slug,
+        query=query,
+        steps=steps,
+        mode=mode,
+        hops=hops,
+        window=window,
+        revision=revision,
+        run_key=run_key,
+        pin=pin,
     )
     body = {
         "text": answer.text,
@@ -152,4 +172,4 @@ def guidance_body(
     encoded = json.dumps(body).encode()
     if key is not None and key == (answer.revision["digest"], answer.mode, answer.node_id, hops):
         _answer_bodies.put(key, encoded)  # (unless the active revision moved between the two reads)
-    return encoded
+    return encoded, answer.revision["seq"]

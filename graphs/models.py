@@ -17,7 +17,8 @@ def default_vocabulary() -> dict[str, list[str]]:
 
 
 class Workspace(models.Model):
-    """One task family an agent works on; `active_revision` is the single pointer to the graph agents receive."""
+    """One task family an agent works on; `active_revision` is the single pointer to the graph agents receive (with
+    `canary_control`, while a canary runs: the revision the other runs receive)."""
 
     slug = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200, blank=True)
@@ -26,6 +27,13 @@ class Workspace(models.Model):
     active_revision = models.ForeignKey(
         "graphs.Revision", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # The watch after activation (uplift.core.canary): while the active revision is a canary, the revision it
+    # replaced stays live as the control for the runs outside the share. Both are set and cleared together.
+    canary_control = models.ForeignKey(
+        "graphs.Revision", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="while the active revision is a canary: the revision it replaced, served to the other runs",
+    )  # fmt: skip
+    canary_share = models.FloatField(default=0.0, help_text="the share of runs served the active revision (0: all)")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -7,7 +7,9 @@ tasks): passing only when both pass, undecided while it is not certified; a seed
 has no measured gate, so its promotion needs an admin override with a reason. Activation runs inside the review's
 transaction: lock the workspace, check the expected active revision, move the pointer (the active-graph cache is
 dropped on commit), audit `workspace.set_active_revision` (the verb seeding writes too, so rollbacks read one history).
-This is the only way a workspace's active pointer moves after seeding.
+This is the only way a workspace's active pointer moves after seeding. A canary (the watch after activation) is the
+same activation with the replaced revision kept as the control for the runs outside its share; a full activation
+ends a running canary.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from graphs.core.diff import graph_diff, to_mermaid_diff
 from reviews.activations import activated_since
 from reviews.registry import (
     ActiveArtifact,
+    ArmRun,
+    CanaryState,
     Choice,
     Description,
     DiffView,
@@ -39,8 +43,14 @@ from uplift.selectors import certificate_summary, certificates_of, latest_certif
 
 from . import cache
 from .models import EvolutionRound, Revision, Workspace, revision_label
-from .selectors import graph_of, guided_run_models, latest_certification
-from .services import workspace_activate_revision_in_transaction
+from .selectors import arm_rows, graph_of, guided_run_models, latest_certification
+from .services import (
+    canary_share_of,
+    workspace_activate_revision_in_transaction,
+    workspace_end_canary_in_transaction,
+    workspace_set_canary_share,
+    workspace_start_canary_in_transaction,
+)
 
 KIND = "graph_revision"
 DRAW_LIMIT = 150  # nodes: a bigger graph is shown as its structural diff table only (as on the graph pages)
@@ -126,6 +136,7 @@ def _revision(candidate_id: str) -> Revision:
 class GraphRevisionKind(PromotableKind):
     key = KIND
     label = "graph revision"
+    watchable = True  # runs record the digest of the graph they used (Run.graph_revision): arm_runs attributes them
 
     def describe(self, candidate_id: str) -> Description:
         revision = _revision(candidate_id)
@@ -289,21 +300,29 @@ class GraphRevisionKind(PromotableKind):
             },
         )
 
-    def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
-        revision = _revision(candidate_id)
+    def _locked(self, revision: Revision, expected_active_id: str | None) -> Workspace:
+        """The revision's workspace locked for the caller's transaction, its active revision the expected one."""
         locked = Workspace.objects.select_for_update().get(pk=revision.workspace_id)
         actual = str(locked.active_revision_id) if locked.active_revision_id else None
         if actual != expected_active_id:
             raise StaleActivation(
                 parent_key=locked.slug, expected_active_id=expected_active_id, actual_active_id=actual
             )
-        before = locked.active_revision_id
+        return locked
+
+    def activate(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None) -> None:
+        """The full activation (a running canary ends with it: every run gets the revision)."""
+        revision = _revision(candidate_id)
+        locked = self._locked(revision, expected_active_id)
+        before = {"active_revision": locked.active_revision_id}
+        if locked.canary_control_id is not None:
+            before["canary"] = {"control": locked.canary_control_id, "share": locked.canary_share}
         workspace_activate_revision_in_transaction(workspace=locked, revision=revision)
         audit_record(
             actor=actor,
             verb="workspace.set_active_revision",
             target=locked,
-            before={"active_revision": before},
+            before=before,
             after={
                 "active_revision": revision.pk,
                 "seq": revision.seq,
@@ -314,6 +333,69 @@ class GraphRevisionKind(PromotableKind):
 
     def history_url(self, parent_key: str) -> str:
         return reverse("graphs:workspace", args=[parent_key])
+
+    # --- the watch after activation -----------------------------------------------------------------------------
+    def start_canary(self, *, actor: Actor, candidate_id: str, expected_active_id: str | None, share: float) -> None:
+        """As `activate` (lock, StaleActivation, pointer, audit), the revision it replaced kept as the control for
+        the runs outside `share` (services.workspace_start_canary_in_transaction). ValueError, with the reason, for
+        a share outside (0, 1) and for a workspace with no active revision (nothing to serve the other runs: such a
+        revision is activated fully), checked before the workspace is locked where it can be."""
+        canary_share_of(share)
+        revision = _revision(candidate_id)
+        locked = self._locked(revision, expected_active_id)
+        workspace_start_canary_in_transaction(actor=actor, workspace=locked, revision=revision, share=share)
+
+    def canary_state(self, parent_key: str) -> CanaryState | None:
+        """One query: the active revision and the control with their digests (the refs runs record)."""
+        row = (
+            Workspace.objects.filter(slug=parent_key, canary_control__isnull=False)
+            .values_list(
+                "active_revision_id",
+                "canary_control_id",
+                "active_revision__digest",
+                "canary_control__digest",
+                "canary_share",
+            )
+            .first()
+        )
+        if row is None or row[0] is None:
+            return None
+        active, control, active_ref, control_ref, share = row
+        return CanaryState(
+            parent_key=parent_key,
+            candidate_id=str(active),
+            control_id=str(control),
+            candidate_ref=active_ref,
+            control_ref=control_ref,
+            share=share,
+        )
+
+    def set_canary_share(self, *, actor: Actor, parent_key: str, share: float) -> None:
+        workspace_set_canary_share(actor=actor, slug=parent_key, share=share)
+
+    def end_canary(self, *, actor: Actor, parent_key: str) -> None:
+        """Inside the caller's transaction; nothing is written when no canary runs (a second call is harmless)."""
+        locked = Workspace.objects.select_for_update().filter(slug=parent_key).first()
+        if locked is not None:
+            workspace_end_canary_in_transaction(actor=actor, workspace=locked)
+
+    def ref_of(self, candidate_id: str) -> str:
+        """The revision's digest: what agents record as a run's `graph_revision` (the Python client records the
+        digest of the graph it pinned) and what the ETag names."""
+        pk = int_or_none(candidate_id)
+        found = Revision.objects.filter(pk=pk, kind=GRAPH).values_list("digest", flat=True).first() if pk else None
+        return found or ""
+
+    def arm_runs(self, parent_key: str, *, candidate_ref: str, control_ref: str, since, after_id: int = 0,
+                 limit: int = 5000) -> list[ArmRun]:  # fmt: skip
+        """Production runs of the workspace (never evaluation runs) naming one of the two digests, one query."""
+        return [
+            ArmRun(run_id=run_id, arm=arm, success=success, score=score, model=model)
+            for run_id, arm, success, score, model in arm_rows(
+                parent_key, candidate_ref=candidate_ref, control_ref=control_ref, since=since, after_id=after_id,
+                limit=limit,
+            )
+        ]  # fmt: skip
 
     # --- certified uplift ---------------------------------------------------------------------------------------
     def learned_texts(self, candidate_id: str) -> list[LearnedText]:

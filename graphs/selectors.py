@@ -11,6 +11,7 @@ from django.http import Http404
 
 from config.cursors import IntCursor
 from graphs.core import Graph
+from uplift.core.canary import CONTROL, MAX_KEY, serve
 
 from . import cache
 from .models import GraphCertification, Revision, Workspace
@@ -40,8 +41,12 @@ def workspaces_with_pointers() -> QuerySet[Workspace]:
 
 
 def workspace_by_slug(slug: str) -> Workspace:
+    """The workspace with its active revision and its canary's control (without their documents), one query."""
     workspace = (
-        Workspace.objects.select_related("active_revision").defer("active_revision__document").filter(slug=slug).first()
+        Workspace.objects.select_related("active_revision", "canary_control")
+        .defer("active_revision__document", "canary_control__document")
+        .filter(slug=slug)
+        .first()
     )
     if workspace is None:
         raise Http404(f"no workspace named {slug!r}")
@@ -123,8 +128,10 @@ def revision_certificate(revision_id: int) -> dict[str, Any] | None:
 
 def workspace_card(slug: str) -> dict[str, Any]:
     """{id, slug, title, task_description, active: summary | None, certificate: the active revision's certificate
-    summary | None, certificate_header} (cached per slug with the active pointer: a pointer move, or a certificate
-    issued for the active revision, replaces it); Http404 for no workspace."""
+    summary | None, certificate_header, canary: None | {share, control: the control's summary, certificate,
+    certificate_header (the control's), pins: {seq as text and digest of either arm: that arm's digest}}} (cached
+    per slug with the active pointer: a pointer move, a canary started, changed or ended, or a certificate issued for
+    the active revision, replaces it); Http404 for no workspace."""
 
     if not _SLUG.fullmatch(slug):
         raise Http404(f"no workspace named {slug[:100]!r}")
@@ -133,6 +140,22 @@ def workspace_card(slug: str) -> dict[str, Any]:
         workspace = workspace_by_slug(slug)
         active = workspace.active_revision
         certificate = revision_certificate(active.pk) if active is not None else None
+        control = workspace.canary_control if active is not None and 0 < workspace.canary_share < 1 else None
+        canary = None
+        if control is not None:
+            control_certificate = revision_certificate(control.pk)
+            canary = {
+                "share": workspace.canary_share,
+                "control": _summary(control),
+                "certificate": control_certificate,
+                "certificate_header": certificate_header(control_certificate),
+                "pins": {
+                    str(active.seq): active.digest,
+                    active.digest: active.digest,
+                    str(control.seq): control.digest,
+                    control.digest: control.digest,
+                },
+            }
         return {
             "id": workspace.pk,
             "slug": workspace.slug,
@@ -141,9 +164,46 @@ def workspace_card(slug: str) -> dict[str, Any]:
             "active": _summary(active) if active is not None else None,
             "certificate": certificate,
             "certificate_header": certificate_header(certificate),
+            "canary": canary,
         }
 
     return cache.card(slug, build)
+
+
+@dataclass(frozen=True)
+class ServedArm:
+    """What one call is served from a workspace card: the revision's summary and its certificate."""
+
+    arm: str  # "canary", "control", or "active" when no canary runs
+    summary: dict[str, Any]
+    certificate: dict[str, Any] | None
+    certificate_header: str
+
+
+def served_arm(card: dict[str, Any], *, run_key: str | None, pin: str | None) -> ServedArm:
+    """The arm this call gets, from the card alone (no query): the active revision when no canary runs; else
+    uplift.core.canary.serve over the workspace slug, the run key (`X-Waymark-Run`) and the pin (`X-Waymark-Revision`:
+    the seq that header carries, or the digest the ETag and the guidance answer carry, of either arm). A pin naming
+    neither arm, a missing or unusable run key: as the core says (the control without a key). Needs an active
+    revision (card["active"] not None)."""
+    canary = card.get("canary")
+    if canary is None:
+        return ServedArm("active", card["active"], card.get("certificate"), card.get("certificate_header") or "none")
+    active, control = card["active"], canary["control"]
+    ref = None
+    if pin and len(pin) <= MAX_KEY:
+        ref = canary["pins"].get(pin.strip().strip('"').lower())
+    arm = serve(
+        card["slug"],
+        run_key=run_key,
+        pin=ref,
+        share=canary["share"],
+        canary_ref=active["digest"],
+        control_ref=control["digest"],
+    )
+    if arm == CONTROL:
+        return ServedArm(CONTROL, control, canary["certificate"], canary["certificate_header"])
+    return ServedArm(arm, active, card.get("certificate"), card.get("certificate_header") or "none")
 
 
 def graph_at(revision_id: int, digest: str) -> Graph:
@@ -235,3 +295,31 @@ def guided_run_models(slug: str, *, since, limit: int) -> dict[str, int]:
     if since is not None:
         runs = runs.filter(created_at__gte=since)
     return model_counts(runs, limit=limit)
+
+
+def arm_rows(
+    slug: str, *, candidate_ref: str, control_ref: str, since, after_id: int = 0, limit: int = 5000
+) -> list[tuple[int, str, float, float, str]]:
+    """(run id, "canary" | "control", success 1.0/0.0, score, model) of the production runs (never evaluation runs)
+    the workspace guided whose `graph_revision` is one of the two digests, received since `since` (None: any time)
+    with an id above `after_id`, oldest first, at most `limit`: one query. The score is the run's when it lies in
+    [0, 1], else its success; the model is `metadata.model` ("" when it names none)."""
+    from trajectories.selectors import run_queryset
+
+    refs = [ref for ref in (candidate_ref, control_ref) if ref]
+    if not refs or limit <= 0:
+        return []
+    runs = run_queryset().production().filter(graph_workspace=slug, graph_revision__in=refs, pk__gt=after_id)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    rows = runs.order_by("pk").values_list("pk", "graph_revision", "outcome", "score", "metadata__model")[:limit]
+    found = []
+    for run_id, ref, outcome, score, model in rows:
+        success = 1.0 if outcome == "success" else 0.0
+        if isinstance(score, int | float) and not isinstance(score, bool) and 0.0 <= score <= 1.0:
+            value = float(score)
+        else:
+            value = success
+        arm = "canary" if ref == candidate_ref else "control"
+        found.append((run_id, arm, success, value, model[:200] if isinstance(model, str) else ""))
+    return found

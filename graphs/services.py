@@ -1,13 +1,16 @@
 """Every write of graphs: workspaces, seeding, accepted revisions, transfer and the seeded active pointer.
 
 Each service is one durable transaction that writes its audit event inside; the active-graph cache entry of a
-workspace is dropped on commit whenever its pointer moves. Seeding sets a workspace's first active revision; every
-later move of the pointer is a promotion through reviews (graphs/promotable.py), which calls
-`workspace_activate_revision_in_transaction` inside the review's transaction.
+workspace is dropped on commit whenever its pointer moves or its canary starts, changes share or ends. Seeding sets a
+workspace's first active revision; every later move of the pointer is a promotion through reviews
+(graphs/promotable.py), which calls `workspace_activate_revision_in_transaction` (a full activation) or
+`workspace_start_canary_in_transaction` (a canary: the replaced revision kept as the control) inside the review's
+transaction, and `workspace_end_canary_in_transaction` when the watch ends a canary.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,11 +94,118 @@ def _invalidate_on_commit(workspace: Workspace) -> None:
 
 def workspace_activate_revision_in_transaction(*, workspace: Workspace, revision: Revision) -> None:
     """Point `workspace` (locked by the caller) at `revision` inside the caller's transaction; the cache entry is
-    dropped on commit. For seeding and for the graph_revision promotable kind only: it checks and audits nothing."""
+    dropped on commit. For seeding and for the graph_revision promotable kind only: it checks and audits nothing.
+    A full activation ends a running canary (a rollback to its control included): one revision for every run."""
     workspace.active_revision = revision
+    workspace.canary_control = None
+    workspace.canary_share = 0.0
     workspace.updated_at = timezone.now()
-    workspace.save(update_fields=["active_revision", "updated_at"])
+    workspace.save(update_fields=["active_revision", "canary_control", "canary_share", "updated_at"])
     _invalidate_on_commit(workspace)
+
+
+def canary_share_of(share: Any) -> float:
+    """A canary's share as a float strictly between 0 and 1, else ValueError (a share of 0 or 1 is no canary)."""
+    if isinstance(share, bool) or not isinstance(share, int | float) or not math.isfinite(share) or not 0 < share < 1:
+        raise ValueError(f"a canary's share is a number between 0 and 1 (exclusive), not {share!r}")
+    return float(share)
+
+
+def workspace_start_canary_in_transaction(
+    *, actor: Actor, workspace: Workspace, revision: Revision, share: float
+) -> Revision:
+    """Make `revision` the active one for a share of runs, inside the caller's transaction (the review's), on
+    `workspace` locked by the caller, whose expected active revision the caller checked: the pointer moves as in a
+    full activation and the revision it replaced stays live as the control for the other runs. Audited as a pointer
+    move (`workspace.set_active_revision`, as every activation) plus `workspace.canary_start`. Returns the control.
+
+    ValueError when the share is not strictly between 0 and 1, when nothing is active (no revision to serve the other
+    runs: activate fully instead), or when the revision is the active one already or holds the same graph (same
+    digest: the runs of the two arms could not be told apart)."""
+    share = canary_share_of(share)
+    control = Revision.objects.defer("document").filter(pk=workspace.active_revision_id).first()
+    if control is None:
+        raise ValueError(
+            f"workspace {workspace.slug!r} has no active revision: a canary needs one to serve the other runs "
+            "(activate the revision fully)"
+        )
+    if control.pk == revision.pk:
+        raise ValueError(f"revision {revision.label} is the active revision already")
+    if control.digest == revision.digest:
+        raise ValueError(
+            f"revision {revision.label} holds the same graph as the active revision {control.label}: "
+            "its runs could not be told apart"
+        )
+    running = {"control": workspace.canary_control_id, "share": workspace.canary_share}
+    workspace_activate_revision_in_transaction(workspace=workspace, revision=revision)
+    workspace.canary_control_id = control.pk
+    workspace.canary_share = share
+    workspace.save(update_fields=["canary_control", "canary_share"])
+    audit_record(
+        actor=actor,
+        verb="workspace.set_active_revision",
+        target=workspace,
+        before={"active_revision": control.pk},
+        after={"active_revision": revision.pk, "seq": revision.seq, "digest": revision.digest, "label": revision.label},
+    )
+    audit_record(
+        actor=actor,
+        verb="workspace.canary_start",
+        target=workspace,
+        before=running if running["control"] else None,
+        after={
+            "candidate": revision.pk,
+            "candidate_label": revision.label,
+            "control": control.pk,
+            "control_label": control.label,
+            "share": share,
+        },
+    )
+    return control
+
+
+def workspace_end_canary_in_transaction(*, actor: Actor, workspace: Workspace) -> bool:
+    """The active revision is live for every run: the control is dropped, inside the caller's transaction, on
+    `workspace` locked by the caller; audited `workspace.canary_end`. False (nothing written) when no canary runs."""
+    if workspace.canary_control_id is None:
+        return False
+    before = {"control": workspace.canary_control_id, "share": workspace.canary_share}
+    workspace.canary_control = None
+    workspace.canary_share = 0.0
+    workspace.updated_at = timezone.now()
+    workspace.save(update_fields=["canary_control", "canary_share", "updated_at"])
+    audit_record(
+        actor=actor,
+        verb="workspace.canary_end",
+        target=workspace,
+        before=before,
+        after={"active_revision": workspace.active_revision_id},
+    )
+    _invalidate_on_commit(workspace)
+    return True
+
+
+def workspace_set_canary_share(*, actor: Actor, slug: str, share: float) -> Workspace:
+    """Change a running canary's share (one durable transaction, audited `workspace.canary_share`; the card is
+    dropped on commit). Runs already pinned to an arm keep it (uplift.core.canary). ValueError for a share outside
+    (0, 1), an unknown workspace, or a workspace with no canary running."""
+    share = canary_share_of(share)
+    with transaction.atomic(durable=True):
+        workspace = Workspace.objects.select_for_update().filter(slug=slug).first()
+        if workspace is None:
+            raise ValueError(f"no workspace named {slug!r}")
+        if workspace.canary_control_id is None:
+            raise ValueError(f"workspace {slug!r} has no canary running")
+        before = workspace.canary_share
+        workspace.canary_share = share
+        workspace.updated_at = timezone.now()
+        workspace.save(update_fields=["canary_share", "updated_at"])
+        audit_record(
+            actor=actor, verb="workspace.canary_share", target=workspace, before={"share": before},
+            after={"share": share},
+        )  # fmt: skip
+        _invalidate_on_commit(workspace)
+    return workspace
 
 
 def _append_seed(*, actor: Actor, workspace: Workspace, graph: Graph, meta: dict[str, Any], activate: bool) -> Revision:

@@ -95,6 +95,8 @@ def _page_context(
         "can_propose": request.user.may_propose,
         "can_certify": request.user.may_operate,
         "active_certificate": next((r.certificate for r in history if active and r.pk == active.pk), None),
+        "canary_control": workspace.canary_control if active is not None else None,
+        "canary_percent": f"{workspace.canary_share * 100:.3g}",
         "pending_requests": list(pending.values()),
         "promotion_kind": PROMOTION_KIND,
         "draw_limit": DRAW_LIMIT,
@@ -154,6 +156,12 @@ def diff_view(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "graphs/diff.html", context, status=status)
 
 
+def _active_ref(workspace: Workspace) -> str | None:
+    """What "empty: active" means on the page while a canary runs: the active revision (the canary), not the arm a
+    call without a run key is served (the control)."""
+    return str(workspace.active_revision.seq) if workspace.canary_control_id and workspace.active_revision else None
+
+
 @login_required
 @require_POST
 def guidance_view(request: HttpRequest, slug: str) -> HttpResponse:
@@ -171,7 +179,7 @@ def guidance_view(request: HttpRequest, slug: str) -> HttpResponse:
                 mode=data["mode"],
                 hops=data["hops"],
                 window=3,
-                revision=data["revision"] or None,
+                revision=data["revision"] or _active_ref(workspace),
                 include_relations=not data["paper_layout"],
             )
         except (NoActiveGraph, selectors.InvalidRef, Http404) as exc:

@@ -332,6 +332,8 @@ class Command(BaseCommand):
         workspace = self._workspace(slug)
         if revision is None and workspace.active_revision_id is None:
             revision = str(self._head(workspace).seq)
+        elif revision is None and workspace.canary_control_id is not None:  # the active revision, not the control
+            revision = str(workspace.active_revision.seq)
         try:
             answer = workspace_guidance(
                 slug=slug,
