@@ -13,7 +13,7 @@ import httpx2
 from . import _core
 from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Core, Operation, ResponseCache, RetryPolicy, Send, Sleep
 from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedures, PushResult
-from ._recording import PushMode, RecordedRun, _current, tool
+from ._recording import PushMode, RecordedRun, _current, current_run, tool
 from ._sync import connection_settings, default_headers
 
 
@@ -28,7 +28,7 @@ class AsyncRun(RecordedRun):
         self, query: str | None = None, *, mode: str | None = None, hops: int | None = None, window: int | None = None
     ) -> Guidance:
         request = self.guidance_request(query, {"mode": mode, "hops": hops, "window": window})
-        return await self._client.guidance(self.graph_workspace, **request)
+        return await self._client.guidance(self.graph_workspace, **request, run=self)
 
 
 class AsyncRunContext:
@@ -204,14 +204,14 @@ class AsyncWaymark:
     async def get_run(self, run_id: int) -> dict[str, Any]:
         return await self._drive(self._core.get_run(run_id))
 
-    async def active_graph(self, workspace: str) -> GraphRevision:
-        return await self._drive(self._core.active_graph(workspace))
+    async def active_graph(self, workspace: str, *, run: RecordedRun | None = None) -> GraphRevision:
+        return await self._drive(self._core.active_graph(workspace, run=run or current_run()))
 
     async def graph_revision(self, workspace: str, ref: str | int) -> GraphRevision:
         return await self._drive(self._core.graph_revision(workspace, ref))
 
-    async def procedures(self, intent: str | None = None) -> Procedures:
-        return await self._drive(self._core.procedures(intent))
+    async def procedures(self, intent: str | None = None, *, run: RecordedRun | None = None) -> Procedures:
+        return await self._drive(self._core.procedures(intent, run=run or current_run()))
 
     async def guidance(
         self,
@@ -223,9 +223,17 @@ class AsyncWaymark:
         mode: str | None = None,
         hops: int | None = None,
         window: int | None = None,
+        run: RecordedRun | None = None,
     ) -> Guidance:
         operation = self._core.guidance(
-            workspace, query=query, steps=steps, revision=revision, mode=mode, hops=hops, window=window
+            workspace,
+            query=query,
+            steps=steps,
+            revision=revision,
+            mode=mode,
+            hops=hops,
+            window=window,
+            run=run or current_run(),
         )
         return await self._drive(operation)
 

@@ -14,7 +14,7 @@ import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -24,6 +24,7 @@ import httpx2
 
 from ._errors import APIError, WaymarkConnectionError, error_class
 from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedure, Procedures, PushResult
+from ._recording import RecordedRun
 
 API = "/api/v1"
 MAX_BATCH_RUNS = 1000  # WAYMARK_INGEST_MAX_RUNS
@@ -202,6 +203,15 @@ def segment(value: object) -> str:
     return quote(str(value), safe="")
 
 
+def graph_scope(workspace: str) -> str:
+    """Where a run's graph pin applies: the workspace's active graph and its guidance."""
+    return f"graph:{workspace}"
+
+
+def procedures_scope(intent: str | None) -> str:
+    return f"procedures:{intent or ''}"
+
+
 # -- run items -------------------------------------------------------------------------------------------------------
 
 
@@ -291,16 +301,22 @@ class Core:
             raise_for(response, attempts=attempts)
         return response
 
-    def cached_get(self, path: str, params: Mapping[str, str] | None = None) -> Operation[tuple[CacheEntry, bool]]:
-        """GET with If-None-Match from the cache: (entry, True) when the server answered 304, (entry, False) for a
-        fresh 200 (stored when it carries an ETag)."""
+    def cached_get(
+        self, path: str, params: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
+    ) -> Operation[tuple[CacheEntry, bool]]:
+        """GET with If-None-Match from the cache (and `headers`): (entry, True) when the server answered 304,
+        (entry, False) for a fresh 200 (stored when it carries an ETag). A 304's X-Waymark-Revision, when it has
+        one, is the entry's revision."""
         key = cache_key(path, params)
         cached = self.cache.get(key)
-        headers = {"If-None-Match": cached.etag} if cached is not None else None
-        response, attempts = yield from self.request("GET", path, params=params, headers=headers)
+        sent = dict(headers or {})
+        if cached is not None:
+            sent["If-None-Match"] = cached.etag
+        response, attempts = yield from self.request("GET", path, params=params, headers=sent or None)
         if response.status_code == 304 and cached is not None:
             self.cache.hits += 1
-            return cached, True
+            revision = response.headers.get("X-Waymark-Revision")
+            return (replace(cached, revision=revision) if revision else cached), True
         if response.status_code != 200:
             raise_for(response, attempts=attempts)
         self.cache.misses += 1
@@ -329,10 +345,16 @@ class Core:
             result = result.merge(response.json())
         return result
 
-    def active_graph(self, workspace: str) -> Operation[GraphRevision]:
-        entry, from_cache = yield from self.cached_get(f"{API}/graphs/{segment(workspace)}/active")
+    def active_graph(self, workspace: str, *, run: RecordedRun | None = None) -> Operation[GraphRevision]:
+        """The workspace's active graph; for a run, with its key and pinned revision (and the answer noted)."""
+        scope = graph_scope(workspace)
+        headers = run.step_headers(scope) if run is not None else None
+        entry, from_cache = yield from self.cached_get(f"{API}/graphs/{segment(workspace)}/active", headers=headers)
         revision = GraphRevision.from_json(entry.body, etag=entry.etag or None, from_cache=from_cache)
         self.revisions.setdefault((revision.workspace, revision.digest), revision)
+        if run is not None:
+            run.note_served(scope, entry.revision)
+            run.note_graph(revision)
         return revision
 
     def graph_revision(self, workspace: str, ref: str | int) -> Operation[GraphRevision]:
@@ -345,10 +367,15 @@ class Core:
         self.revisions[(revision.workspace, revision.digest)] = revision
         return revision
 
-    def procedures(self, intent: str | None = None) -> Operation[Procedures]:
+    def procedures(self, intent: str | None = None, *, run: RecordedRun | None = None) -> Operation[Procedures]:
+        """The active procedures (of `intent`); for a run, with its key and pinned revision (and the answer noted)."""
         params = {"intent": intent} if intent else None
-        entry, from_cache = yield from self.cached_get(f"{API}/procedures", params)
+        scope = procedures_scope(intent)
+        headers = run.step_headers(scope) if run is not None else None
+        entry, from_cache = yield from self.cached_get(f"{API}/procedures", params, headers=headers)
         items = tuple(Procedure.from_json(item) for item in entry.body.get("items") or [])
+        if run is not None:
+            run.note_served(scope, entry.revision)
         return Procedures(items=items, etag=entry.etag or None, revision=entry.revision, from_cache=from_cache)
 
     def guidance(
@@ -361,12 +388,21 @@ class Core:
         mode: str | None = None,
         hops: int | None = None,
         window: int | None = None,
+        run: RecordedRun | None = None,
     ) -> Operation[Guidance]:
+        """Guidance for the next step; for a run, with its key and the revision its first graph call pinned."""
         body: dict[str, Any] = {"query": query, "steps": [dict(step) for step in steps]}
         optional = {"revision": revision, "mode": mode, "hops": hops, "window": window}
         body.update({key: value for key, value in optional.items() if value is not None})
-        response = yield from self.expect("POST", f"{API}/graphs/{segment(workspace)}/guidance", (200,), json=body)
-        return Guidance.from_json(response.json())
+        scope = graph_scope(workspace)
+        headers = run.step_headers(scope) if run is not None else None
+        path = f"{API}/graphs/{segment(workspace)}/guidance"
+        response = yield from self.expect("POST", path, (200,), json=body, headers=headers)
+        guidance = Guidance.from_json(response.json())
+        if run is not None:
+            run.note_served(scope, response.headers.get("X-Waymark-Revision"))
+            run.note_guidance(workspace, guidance.revision)
+        return guidance
 
     def get_run(self, run_id: int) -> Operation[dict[str, Any]]:
         response = yield from self.expect("GET", f"{API}/trajectories/{int(run_id)}", (200,))
@@ -447,10 +483,10 @@ def pin_run(
         if revision is not None:
             graph = yield from core.graph_revision(workspace, revision)
         else:
-            graph = yield from core.active_graph(workspace)
+            graph = yield from core.active_graph(workspace, run=run)
         run.pin_graph(graph)
     if procedure_intent:
-        found = yield from core.procedures(procedure_intent)
+        found = yield from core.procedures(procedure_intent, run=run)
         run.pin_procedure(found.items[0] if found.items else None)
 
 

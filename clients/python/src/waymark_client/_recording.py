@@ -5,11 +5,17 @@ observation), timing, and `ok` — false with the exception recorded when the to
 `@run.tool` records into that run; `@client.tool` / `waymark_client.tool` into the run whose `with` block is
 running in the current context (a context variable, so threads and asyncio tasks each see their own), and just
 calls the function when no run is being recorded.
+
+A run is also what the per-step calls made for it carry (the active graph, guidance, the active procedures): its key
+in `X-Waymark-Run`, and per endpoint the `X-Waymark-Revision` the first answer of the run named, sent back on every
+later call of the run, so a canary rollout serves the run one version from its first step to its last. What the run
+was served fills its `graph_workspace`, `graph_revision` and `procedure_revision` unless they were set.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import json
 import math
@@ -27,6 +33,9 @@ type PushMode = Literal["now", "buffer", "never"]
 MAX_ARGUMENT_CHARS = 160  # what the ingest keeps of a string argument
 MAX_OBSERVATION_CHARS = 8000
 GUIDANCE_STEPS = 50  # the last steps sent with a guidance request (the server localizes on the last one)
+RUN_HEADER = "X-Waymark-Run"
+REVISION_HEADER = "X-Waymark-Revision"
+MAX_RUN_KEY = 200  # what the server reads of a run key (printable ASCII)
 
 _current: ContextVar[RecordedRun | None] = ContextVar("waymark_current_run", default=None)
 
@@ -34,6 +43,23 @@ _current: ContextVar[RecordedRun | None] = ContextVar("waymark_current_run", def
 def current_run() -> RecordedRun | None:
     """The run being recorded in this context (inside `with client.run(...)`), if any."""
     return _current.get()
+
+
+def run_key_of(external_id: str) -> str:
+    """The run key sent as X-Waymark-Run: the external id when it is printable ASCII of at most MAX_RUN_KEY
+    characters (what the server reads as a key), else a digest of it (`sha256:<hex>`), as stable as the id."""
+    key = external_id.strip()
+    if key and len(key) <= MAX_RUN_KEY and key.isascii() and key.isprintable():
+        return key
+    return "sha256:" + hashlib.sha256(external_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def header_value(value: Any) -> str:
+    """A revision header's value as the client keeps and sends it: printable ASCII, else "" (never sent)."""
+    if not isinstance(value, str):
+        return ""
+    value = value.strip()
+    return value if 0 < len(value) <= MAX_RUN_KEY and value.isascii() and value.isprintable() else ""
 
 
 def now_iso() -> str:
@@ -158,7 +184,11 @@ class RecordedRun:
     Set the outcome with `succeed()` / `fail()` (or `outcome = …`); an exception leaving the `with` block sets it to
     failure and records the error in `metadata["error"]`; left unset it is sent as `unknown`. `graph` /
     `graph_revision` and `procedure` are what the run pinned when it started (every guidance request of the run
-    passes that revision, so a new activation meanwhile changes nothing for this run)."""
+    passes that revision, so a new activation meanwhile changes nothing for this run).
+
+    `run_key` is sent as `X-Waymark-Run` on the run's per-step calls, and `served` holds, per endpoint, the
+    `X-Waymark-Revision` the run's first call there was answered with (sent back on the later ones).
+    `graph_revision` and `procedure_revision` may be set; left unset they are what the run was served."""
 
     def __init__(
         self,
@@ -186,12 +216,74 @@ class RecordedRun:
         self.error: BaseException | None = None
         self.graph: GraphRevision | None = None
         self.procedure: Procedure | None = None
+        self._served: dict[str, str] = {}  # "graph:<workspace>" / "procedures:<intent>" -> X-Waymark-Revision
+        self._graph_revision = ""  # set by the agent
+        self._procedure_revision = ""  # set by the agent
+        self._guided_revision = ""  # the revision the first guidance answer came from
+
+    # -- the run key and what the run was served ---------------------------------------------------------------------
+
+    @property
+    def run_key(self) -> str:
+        return run_key_of(self.external_id)
+
+    @property
+    def served(self) -> dict[str, str]:
+        """Per endpoint ("graph:<workspace>", "procedures:<intent>"), the X-Waymark-Revision the run pinned."""
+        return dict(self._served)
+
+    def step_headers(self, scope: str) -> dict[str, str]:
+        """The headers of a per-step call of this run: its key, and the revision the scope's first answer named."""
+        headers = {RUN_HEADER: self.run_key}
+        pinned = self._served.get(scope)
+        if pinned:
+            headers[REVISION_HEADER] = pinned
+        return headers
+
+    def note_served(self, scope: str, revision: str | None) -> None:
+        """Keep the revision of the scope's first answer that named one (later answers never move the pin)."""
+        value = header_value(revision)
+        if value:
+            self._served.setdefault(scope, value)
+
+    def note_graph(self, graph: GraphRevision) -> None:
+        """An active graph served during the run: pinned when the run has none yet (of its workspace, if it has
+        one)."""
+        if self.graph is None and self.graph_workspace in ("", graph.workspace):
+            self.pin_graph(graph)
+
+    def note_guidance(self, workspace: str, revision: str) -> None:
+        """The revision a guidance answer came from: the run's graph revision when it pinned no graph."""
+        if not self._guided_revision and revision and self.graph_workspace in ("", workspace):
+            self.graph_workspace = workspace
+            self._guided_revision = revision
 
     # -- pins --------------------------------------------------------------------------------------------------------
 
     @property
     def graph_revision(self) -> str:
-        return self.graph.digest if self.graph is not None else ""
+        """As set, else the digest of the pinned graph, else the revision guidance was served from."""
+        if self._graph_revision:
+            return self._graph_revision
+        return self.graph.digest if self.graph is not None else self._guided_revision
+
+    @graph_revision.setter
+    def graph_revision(self, value: str) -> None:
+        self._graph_revision = value or ""
+
+    @property
+    def procedure_revision(self) -> str:
+        """As set, else the content revision of the pinned procedure, else the X-Waymark-Revision the active
+        procedures were first served with during the run (sent when the answer lists one procedure)."""
+        if self._procedure_revision:
+            return self._procedure_revision
+        if self.procedure is not None and self.procedure.content_revision:
+            return self.procedure.content_revision
+        return next((value for scope, value in self._served.items() if scope.startswith("procedures:")), "")
+
+    @procedure_revision.setter
+    def procedure_revision(self, value: str) -> None:
+        self._procedure_revision = value or ""
 
     def pin_graph(self, graph: GraphRevision) -> None:
         self.graph = graph
@@ -308,6 +400,7 @@ class RecordedRun:
             "score": self.score,
             "graph_workspace": self.graph_workspace,
             "graph_revision": self.graph_revision,
+            "procedure_revision": self.procedure_revision,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
         }

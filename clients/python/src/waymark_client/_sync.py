@@ -14,7 +14,7 @@ import httpx2
 from . import _core
 from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Core, Operation, ResponseCache, RetryPolicy, Send, Sleep
 from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedures, PushResult
-from ._recording import PushMode, RecordedRun, _current, tool
+from ._recording import PushMode, RecordedRun, _current, current_run, tool
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 USER_AGENT = "waymark-client/0.1"
@@ -44,7 +44,7 @@ class Run(RecordedRun):
         self, query: str | None = None, *, mode: str | None = None, hops: int | None = None, window: int | None = None
     ) -> Guidance:
         request = self.guidance_request(query, {"mode": mode, "hops": hops, "window": window})
-        return self._client.guidance(self.graph_workspace, **request)
+        return self._client.guidance(self.graph_workspace, **request, run=self)
 
 
 class RunContext:
@@ -207,16 +207,18 @@ class Waymark:
 
     # -- graphs, procedures, guidance --------------------------------------------------------------------------------
 
-    def active_graph(self, workspace: str) -> GraphRevision:
-        """The workspace's active graph; a repeat sends If-None-Match and a 304 is served from the cache."""
-        return self._drive(self._core.active_graph(workspace))
+    def active_graph(self, workspace: str, *, run: RecordedRun | None = None) -> GraphRevision:
+        """The workspace's active graph; a repeat sends If-None-Match and a 304 is served from the cache. Inside a
+        run (`run`, else the run being recorded in this context) it is a call of that run: X-Waymark-Run and the
+        run's pinned X-Waymark-Revision are sent."""
+        return self._drive(self._core.active_graph(workspace, run=run or current_run()))
 
     def graph_revision(self, workspace: str, ref: str | int) -> GraphRevision:
         return self._drive(self._core.graph_revision(workspace, ref))
 
-    def procedures(self, intent: str | None = None) -> Procedures:
-        """The active procedures (of `intent`); ETag-cached like the active graph."""
-        return self._drive(self._core.procedures(intent))
+    def procedures(self, intent: str | None = None, *, run: RecordedRun | None = None) -> Procedures:
+        """The active procedures (of `intent`); ETag-cached like the active graph; a call of the run, as there."""
+        return self._drive(self._core.procedures(intent, run=run or current_run()))
 
     def guidance(
         self,
@@ -228,9 +230,18 @@ class Waymark:
         mode: str | None = None,
         hops: int | None = None,
         window: int | None = None,
+        run: RecordedRun | None = None,
     ) -> Guidance:
+        """Guidance for the next step; a call of the run, as `active_graph`."""
         operation = self._core.guidance(
-            workspace, query=query, steps=steps, revision=revision, mode=mode, hops=hops, window=window
+            workspace,
+            query=query,
+            steps=steps,
+            revision=revision,
+            mode=mode,
+            hops=hops,
+            window=window,
+            run=run or current_run(),
         )
         return self._drive(operation)
 
