@@ -4,7 +4,11 @@ per call as a ratio to the 10-node graph (must stay flat: the cost follows the n
 (b) the calls an agent makes on every step — GET /api/v1/graphs/{ws}/active (200 and 304), raw POST …/guidance and
 GET /api/v1/procedures, the active procedures (200 and 304) — through the whole stack (gunicorn on 127.0.0.1,
 PostgreSQL, Redis cache) against a trivial JSON endpoint on the same stack: requests/s as a ratio with p50/p99
-latency. Issue 13's aim: each at least 0.8 of the baseline, the 304s at least 1.0.
+latency. Issue 13's aim: each at least 0.8 of the baseline, the 304s at least 1.0; issue 29 item 4 raises it to 0.9
+for the 200s (the 304s still at least 1.0), including the per-step calls of a workspace whose active graph is a
+canary (issue 27): the same two-hop graph under workspace `bench-canary`, a revision with one description changed
+live for half the runs, called with a run key (`X-Waymark-Run`) and the pin of the revision the run was served
+(`X-Waymark-Revision`), as an agent in a canary run calls.
 
 The baseline is `/bench/ping`: a plain Django JsonResponse without authentication, through the same middleware, in
 this script's own URLconf (the gunicorn workers load `guidance:wsgi_app()` from this file, which serves that URLconf:
@@ -42,11 +46,13 @@ BENCH_DATABASE = "waymark_bench"
 SIZES = (10, 100, 1_000, 10_000)
 OUT_DEGREE = 3
 WORKSPACE = "two-hop-qa"
+CANARY_WORKSPACE = "bench-canary"
+CANARY_SHARE = 0.5
 CLIENT_THREADS = 4
 GUNICORN_WORKERS = 2
 BASELINE = "trivial JSON, no auth"
 TOKEN_PING = "trivial ninja op, token auth"
-AIM, AIM_304 = 0.8, 1.0
+AIM, AIM_304 = 0.9, 1.0  # issue 29 item 4 (issue 13's aim for the 200s was 0.8)
 
 
 # -- (a) the core Guide ----------------------------------------------------------------------------------------------
@@ -154,6 +160,7 @@ def prepare_stack() -> str:
     from graphs.demo import seed_demo_graphs
 
     seed_demo_graphs(actor=Actor.system())
+    seed_canary_workspace()
     seed_active_procedure()
     cache.clear()
     user = User.objects.filter(username="bench-agent").first() or User.objects.create_user("bench-agent")
@@ -164,6 +171,47 @@ def prepare_stack() -> str:
         scopes=["graphs:read", "graphs:guide", "procedures:read"],
     )
     return token
+
+
+def seed_canary_workspace() -> None:
+    """`bench-canary`: the two-hop graph active, then the same graph with one description changed live as a canary
+    for CANARY_SHARE of runs, the first one the control (idempotent; set-up only: the canary is started through the
+    graph kind's hook, as an applied promotion starts it, without a review)."""
+    from django.db import transaction
+
+    from accounts.services import Actor
+    from graphs import services
+    from graphs.core import Graph
+    from graphs.demo import TWO_HOP_GRAPH
+    from graphs.models import Workspace
+    from reviews.registry import get_kind
+
+    actor = Actor.system()
+    workspace = Workspace.objects.filter(slug=CANARY_WORKSPACE).first()
+    if workspace is None:
+        workspace = services.workspace_create(actor=actor, slug=CANARY_WORKSPACE, graph=TWO_HOP_GRAPH).workspace
+    if workspace.canary_control_id is not None:
+        return
+    control = workspace.active_revision
+    changed = {**TWO_HOP_GRAPH, "nodes": [dict(node) for node in TWO_HOP_GRAPH["nodes"]]}
+    changed["nodes"][-1]["description"] = "Give the final answer: the country name only"
+    graph, _ = Graph.from_human(changed)
+    candidate = services.graph_append_accepted(
+        actor=actor, workspace=workspace, graph=graph, expected_head=control.digest
+    )
+    with transaction.atomic():
+        get_kind("graph_revision").start_canary(
+            actor=actor, candidate_id=str(candidate.pk), expected_active_id=str(control.pk), share=CANARY_SHARE
+        )
+
+
+def canary_run_key() -> str:
+    """A run key the canary serves its candidate (uplift.core.canary: the same on every process)."""
+    from uplift.core.canary import CANARY, arm_for
+
+    return next(
+        f"bench-run-{n}" for n in range(1000) if arm_for(CANARY_WORKSPACE, f"bench-run-{n}", CANARY_SHARE) == CANARY
+    )
 
 
 def seed_active_procedure() -> None:
@@ -290,6 +338,12 @@ def bench_stack(total: int, rounds: int) -> dict[str, tuple]:
         if status != 200 or not json.loads(body)["items"]:
             raise SystemExit(f"GET procedures answered {status} {body[:200]!r}")
         procedures_etag = headers["ETag"]
+        run = {**auth, "X-Waymark-Run": canary_run_key()}
+        status, headers, _ = request(port, "GET", f"/api/v1/graphs/{CANARY_WORKSPACE}/active", run)
+        if status != 200 or headers.get("Vary") is None:
+            raise SystemExit(f"GET the canary workspace's active graph answered {status} without a canary")
+        pinned = {**run, "X-Waymark-Revision": headers["X-Waymark-Revision"]}  # the run's pin, sent on every step
+        canary_etag = headers["ETag"]
         guidance = json.dumps(
             {"query": "Which country?", "steps": [{"action": "search"}, {"action": "read"}], "mode": "raw_subgraph"}
         ).encode()
@@ -306,6 +360,21 @@ def bench_stack(total: int, rounds: int) -> dict[str, tuple]:
                 304,
             ),
             "POST guidance (raw)": ("POST", f"/api/v1/graphs/{WORKSPACE}/guidance", post_headers, guidance, 200),
+            "GET active canary (200)": ("GET", f"/api/v1/graphs/{CANARY_WORKSPACE}/active", pinned, None, 200),
+            "GET active canary (304)": (
+                "GET",
+                f"/api/v1/graphs/{CANARY_WORKSPACE}/active",
+                {**pinned, "If-None-Match": canary_etag},
+                None,
+                304,
+            ),
+            "POST guidance canary (raw)": (
+                "POST",
+                f"/api/v1/graphs/{CANARY_WORKSPACE}/guidance",
+                {**pinned, "Content-Type": "application/json"},
+                guidance,
+                200,
+            ),
             "GET procedures (200)": ("GET", "/api/v1/procedures", auth, None, 200),
             "GET procedures (304)": (
                 "GET",
@@ -346,7 +415,7 @@ def bench_stack(total: int, rounds: int) -> dict[str, tuple]:
             f"    {name:<30} {result['rps']:>8.0f} {result['p50']:>8.1f} {result['p99']:>8.1f} {ratio:>12.2f} {aim:>5}"
         )
     verdict = "met" if not missed else "NOT met by " + ", ".join(missed)
-    print(f"    issue 13 aims (>= {AIM}, >= {AIM_304} for a 304): {verdict}")
+    print(f"    issue 29 aims (>= {AIM}, >= {AIM_304} for a 304): {verdict}")
     return cases
 
 
