@@ -22,11 +22,19 @@ def test_it_prints_every_figure_with_its_aim(tmp_path):
     lines = run(*TINY, "--csv", str(path))
     assert lines[0] == "simulate_watch: 10 artifacts (3 helpful, 3 neutral, 2 harmful, 2 regression), seed 3"
     assert lines[2].startswith("watch: canary share 0.1, alpha 0.05, a look every 20 canary runs, at most 200")
+    assert lines[3].startswith("realized live uplift: the canary's mean minus the control's over the first 200 canary")
     text = "\n".join(lines)
     for metric in ("success", "score"):
-        assert f"coverage, {metric}, every artifact, realized live uplift: " in text
-        assert f"coverage, {metric}, every artifact, true effect: " in text
-        assert f"coverage, {metric}, certified, realized live uplift: " in text
+        live = "realized live uplift over the first 200 canary runs"
+        assert f"\ncoverage, {metric}, every artifact, {live}: " in text
+        assert f"\ncoverage, {metric}, every artifact, true effect: " in text
+        assert f"\ncoverage, {metric}, certified, {live}: " in text
+        secondary = f"secondary: coverage, {metric}, every artifact, live uplift at the watch's stop (biased by"
+        assert f"\n{secondary} optional stopping" in text
+    headline = next(line for line in lines if line.startswith("coverage, success, every artifact, realized live"))
+    assert headline.endswith(("aim ≥ 0.90: met", "aim ≥ 0.90: NOT MET"))
+    secondary = next(line for line in lines if line.startswith("secondary: coverage, success"))
+    assert secondary.endswith("no aim (reported)")
     coverage = next(line for line in lines if line.startswith("coverage, success, every artifact, true effect"))
     assert coverage.endswith(("aim ≥ 0.90: met", "aim ≥ 0.90: NOT MET"))
     assert any(line.startswith("false rollback rate (true effect ≥ 0): ") and "aim ≤ 0.05" in line for line in lines)
@@ -37,6 +45,8 @@ def test_it_prints_every_figure_with_its_aim(tmp_path):
     assert lines[-1].startswith("elapsed: ")
     rows = list(csv.DictReader(path.open()))
     assert len(rows) == 10 and {row["class"] for row in rows} == {"helpful", "neutral", "harmful", "regression"}
+    columns = {"horizon_control_runs", "success_horizon", "success_at_stop", "score_horizon", "score_at_stop"}
+    assert columns <= set(rows[0])
 
 
 def test_a_seed_prints_the_same_figures():

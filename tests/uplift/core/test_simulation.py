@@ -1,13 +1,17 @@
 """The watch's calibration by simulation, small (issue 27, item 5; the full size is `manage.py simulate_watch`, its
-figures in docs/benchmarks.md): the certificates' 90% intervals cover the true effect, no harmless artifact is rolled
-back beyond the watch's alpha, −10-point regressions are rolled back within 2,000 canary runs, and a seed gives the
-same figures.
+figures in docs/benchmarks.md): the certificates' 90% intervals cover the true effect and the realized live uplift
+over the fixed horizon (the first 2,000 canary runs and the control runs alongside), that live uplift is not biased
+by when the watch stops (the watch's own estimate at its stop is), no harmless artifact is rolled back beyond the
+watch's alpha, −10-point regressions are rolled back within 2,000 canary runs, and a seed gives the same figures.
 
-Tolerance: 120 artifacts (36 helpful, 36 neutral, 24 harmful, 24 at −10; about 4 s). A rate with an aim p on n
-artifacts is accepted when its count of failures is at most the 99.9% upper point of Binomial(n, p): a simulation
-that meets its aim fails the test for at most one seed in a thousand. At this size the tolerance cannot tell 0.83
-from 0.90, so the coverage of the realized live uplift for every artifact (0.83 at full size: not met, see
-docs/benchmarks.md) is not asserted here; its cause, the bias of an early stop, is.
+Tolerance: 120 artifacts (36 helpful, 36 neutral, 24 harmful, 24 at −10; about 7 s of CPU, each artifact's traffic
+running to the horizon, about 20,000 runs hashed through the real assignment). A rate with an aim p on n artifacts is
+accepted when its count of failures is at most the 99.9% upper point of Binomial(n, p): a simulation that meets its
+aim fails the test for at most one seed in a thousand. At 120 artifacts that point is 23 misses (a coverage of 0.81),
+so the suite cannot tell a coverage of 0.83 from 0.90: a population that could (about 400 artifacts, where a coverage
+of 0.83 would still pass one seed in six) takes about 25 s, past the suite's budget of about 10 s. The suite asserts
+the binomial point and, sharper at this size, that the fixed-horizon uplift has no bias over the population while the
+estimate at an early stop has; the aim itself is judged at full size (docs/benchmarks.md).
 """
 
 import math
@@ -72,22 +76,45 @@ def test_the_certificates_90_percent_intervals_cover_the_true_effect(report):
             assert missed <= binomial_upper(len(results), 0.10), (metric, missed, len(results))
 
 
-def test_watches_run_to_the_cap_see_a_live_uplift_inside_the_certificate(report):
-    capped = [r for r in report.results if r.canary_runs >= SETTINGS.max_canary_runs]
-    assert len(capped) >= 20
+def test_the_certificates_90_percent_intervals_cover_the_realized_live_uplift_over_the_fixed_horizon(report):
     for metric in ("success", "score"):
-        missed = sum(not r.covers_live(metric) for r in capped)
-        assert missed <= binomial_upper(len(capped), 0.10), (metric, missed, len(capped))
+        for results in (report.results, [r for r in report.results if r.certified]):
+            missed = sum(not r.covers_horizon(metric) for r in results)
+            assert missed <= binomial_upper(len(results), 0.10), (metric, missed, len(results))
 
 
-def test_an_early_stop_biases_the_realized_live_uplift_away_from_the_truth(report):
-    """Why the realized live uplift is covered less than 90% (docs/benchmarks.md): the watch stops when the running
-    estimate is far enough from 0, so an early promotion overstates the effect and an early rollback understates it."""
+def test_the_watch_decides_on_a_prefix_of_the_fixed_horizon_traffic(report):
+    horizon = SETTINGS.max_canary_runs
+    for r in report.results:
+        assert r.canary_runs <= horizon + SETTINGS.look_every
+        # the control runs served alongside 2,000 canary runs at a 10% share: 18,000 on average, sd about 420
+        assert 16_000 <= r.horizon_control_runs <= 20_000
+        if r.canary_runs == horizon:  # a watch that ran to the horizon saw exactly its traffic
+            assert r.horizon == pytest.approx(r.at_stop, abs=1e-12)
+
+
+def test_an_early_stop_biases_the_estimate_at_the_stop_but_not_the_fixed_horizon_uplift(report):
+    """Why the fixed horizon is the realized live uplift (docs/decisions.md): the watch stops when its running
+    estimate is far enough from 0, so at an early promotion its estimate overstates the effect and at an early
+    rollback it understates it; the mean over the first 2,000 canary runs of the same traffic has a horizon fixed
+    before any outcome, so over the population its error has mean 0 (accepted within the two-sided 99.9% normal
+    point, 3.29 standard errors of the mean). Given an early decision it keeps only the decided prefix's share of the
+    selection (about a tenth: +0.17 points after an early promotion at full size, against +1.7 at the stop), too
+    small to assert at this size, but its error is a fraction of the estimate's at the stop."""
+    for metric in ("success", "score"):
+        errors = [r.horizon[metric] - r.artifact.true_effect(metric) for r in report.results]
+        error = statistics.stdev(errors) / math.sqrt(len(errors))
+        assert abs(statistics.mean(errors)) <= 3.29 * error, (metric, statistics.mean(errors), error)
     early = [r for r in report.results if r.canary_runs < SETTINGS.max_canary_runs]
-    promoted = [r.live["success"] - r.artifact.effect for r in early if r.action == "promote"]
-    rolled_back = [r.live["success"] - r.artifact.effect for r in early if r.action == "rollback"]
-    assert len(promoted) >= 20 and len(rolled_back) >= 20
-    assert statistics.mean(promoted) > 0 > statistics.mean(rolled_back)
+    for action, sign in (("promote", 1), ("rollback", -1)):
+        decided = [r for r in early if r.action == action]
+        assert len(decided) >= 20, action
+        for metric in ("success", "score"):
+            at_stop = [r.at_stop[metric] - r.artifact.true_effect(metric) for r in decided]
+            assert sign * statistics.mean(at_stop) > 0, (action, metric)
+    at_stop = statistics.mean(abs(r.at_stop["success"] - r.artifact.effect) for r in early)
+    horizon = statistics.mean(abs(r.horizon["success"] - r.artifact.effect) for r in early)
+    assert horizon < at_stop / 2, (horizon, at_stop)  # about 0.8 and 3.1 points at full size
 
 
 def test_harmless_artifacts_are_rolled_back_at_most_at_the_watchs_alpha(report):

@@ -1,7 +1,8 @@
 """manage.py simulate_watch: the watch after activation calibrated by simulation (issue 27, item 5).
 
 Synthetic artifacts with known true effects get a certificate from held-out paired tasks, then live traffic through
-the real canary assignment and the real watch; the command prints the coverage of the certificates' intervals, the
+the real canary assignment and the real watch, up to a horizon fixed in advance (the first --max-canary-runs canary
+runs) on which the realized live uplift is measured; the command prints the coverage of the certificates' intervals, the
 false rollback rate, the missed-regression rate, the runs it takes to roll back a 10-point regression and what
 happened to each class of artifact, each figure with its aim (uplift/core/simulation.py has the model). The defaults
 are the full size recorded in docs/benchmarks.md; a seed gives the same figures on every machine. Touches no
@@ -62,13 +63,14 @@ class Command(BaseCommand):
             writer = csv.writer(handle)
             writer.writerow(
                 ["index", "class", "points", "base", "score_effect", "certified", "action", "canary_runs",
-                 "control_runs"]
-                + [f"{metric}_{what}" for metric in METRICS for what in ("cert_mean", "cert_low", "cert_high", "live")]
+                 "control_runs", "horizon_control_runs"]
+                + [f"{metric}_{what}" for metric in METRICS
+                   for what in ("cert_mean", "cert_low", "cert_high", "horizon", "at_stop")]
             )  # fmt: skip
             for r in report.results:
                 a = r.artifact
                 row = [a.index, a.kind, a.points, f"{a.base:.4f}", f"{a.score_effect:.5f}", int(r.certified), r.action]
-                row += [r.canary_runs, r.control_runs]
+                row += [r.canary_runs, r.control_runs, r.horizon_control_runs]
                 for metric in METRICS:
-                    row += [f"{value:.5f}" for value in (*r.certificate[metric], r.live[metric])]
+                    row += [f"{value:.5f}" for value in (*r.certificate[metric], r.horizon[metric], r.at_stop[metric])]
                 writer.writerow(row)
