@@ -122,10 +122,27 @@ def seed_demo_procedures_step(ctx: SeedContext) -> str:
     return "procedures: " + "; ".join(seed_demo_procedures(actor=ctx.actor, agent=ctx.agent_actor))
 
 
+def review_and_apply(users: dict, candidate: ProcedureVersion, rationale: str, **rollout) -> None:
+    """otto proposes, rita and rob approve. The demo's held-out sets are a handful of runs, so a gate can fail on
+    one outage: then the admin overrides it, with that reason, as an admin would (the review page shows both)."""
+    from reviews import services as review_services
+
+    request = review_services.promotion_propose(
+        actor=Actor(user=users["otto"]), kind=KIND, candidate_id=str(candidate.pk), rationale=rationale, **rollout
+    )
+    if request.gate_passing is not True and "admin" in users:
+        request = review_services.promotion_override(
+            actor=Actor(user=users["admin"]),
+            request=request,
+            reason="The demo measures on a handful of held-out runs; one simulated outage fails its gate.",
+        )
+    for reviewer in ("rita", "rob"):
+        request = review_services.judgment_submit(actor=Actor(user=users[reviewer]), request=request, verdict="approve")
+
+
 def seed_demo_certification(*, actor: Actor, agent: Actor | None, users: dict) -> str:
     """change_address: two live certificates on one split whose policy allows two (exhausted), activated through a
     review (otto proposes, rita and rob approve), then runs under NEW_MODEL, and the coverage check (flagged)."""
-    from reviews import services as review_services
     from reviews.errors import ReviewError
     from trajectories.demo import seed_runs_of_model
     from uplift.services import coverage_check
@@ -142,16 +159,7 @@ def seed_demo_certification(*, actor: Actor, agent: Actor | None, users: dict) -
     procedure.refresh_from_db()
     if procedure.active_version_id is None and {"otto", "rita", "rob"} <= set(users):
         try:
-            request = review_services.promotion_propose(
-                actor=Actor(user=users["otto"]),
-                kind=KIND,
-                candidate_id=str(version.pk),
-                rationale="Certified twice on its held-out runs; the demo activates it.",
-            )
-            for reviewer in ("rita", "rob"):
-                request = review_services.judgment_submit(
-                    actor=Actor(user=users[reviewer]), request=request, verdict="approve", comment="certified"
-                )
+            review_and_apply(users, version, "Certified twice on its held-out runs; the demo activates it.")
         except ReviewError as exc:
             return f"{ACTIVE_INTENT}: {headline}; not activated ({exc.message})"
         procedure.refresh_from_db()
@@ -168,3 +176,82 @@ def seed_demo_certification(*, actor: Actor, agent: Actor | None, users: dict) -
 def seed_demo_certification_step(ctx: SeedContext) -> str:
     """The seed_demo step (config.demo_seeding)."""
     return "certification: " + seed_demo_certification(actor=ctx.actor, agent=ctx.agent_actor, users=ctx.users)
+
+
+WATCH_INTENTS = {"order_status": 0.5, "cancel_order": 0.5}  # intent → the canary's share in the demo
+# Runs each arm makes under its version before the one look seeding takes: under the watch's minimum for the
+# running canary (it goes on watching), over it for the one rolled back.
+CANARY_RUNS = {"order_status": 20, "cancel_order": 40}
+
+
+def _canary_version(actor: Actor, users: dict, intent: str, share: float) -> tuple[ProcedureVersion, str]:
+    """The intent's v1 active (a review), then an amended v2 (a precondition added) replayed and live as a canary
+    for `share` of runs (a review by otto, rita and rob with rollout canary)."""
+
+    from .version_services import procedure_version_amend
+
+    v1 = mining_services.procedure_mine(actor=actor, intent=intent, live=False, source=DEMO_SOURCE).version
+    procedure = v1.procedure
+
+    def review(candidate: ProcedureVersion, **rollout) -> None:
+        review_and_apply(users, candidate, "The demo's watch after activation.", **rollout)
+
+    _demo_policy(actor, procedure, min_n=1)  # one or two held-out runs in the demo
+    if procedure.active_version_id is None:
+        review(v1)
+    amended = procedure_version_amend(
+        actor=Actor(user=users["otto"]), version=v1, preconditions=["The customer is signed in."], failure_exits=[]
+    ).version
+    for replay in amended.replays.filter(mode=ReplayMode.OFFLINE, status=ReplayStatus.QUEUED):
+        offline_replay_services.replay_offline_run(replay=replay, actor=actor)
+    procedure.refresh_from_db()
+    if procedure.active_version_id == v1.pk:
+        review(amended, rollout="canary", canary_share=share)
+    return amended, procedure.active_version.content_revision if procedure.active_version else ""
+
+
+def seed_demo_watches(*, actor: Actor, users: dict) -> str:
+    """order_status: a running canary (v2 as good as v1); cancel_order: a canary the watch rolled back (v2 worse).
+    The agent's runs under each arm are demo runs naming the revision they followed (stored again if deleted);
+    one look each, in process, when the watch is new."""
+    from trajectories.demo import seed_runs_of_revision
+    from uplift import watch_services
+    from uplift.selectors import first_watch_of
+
+    if not {"otto", "rita", "rob"} <= set(users):
+        return "no demo users"
+    lines = []
+    for intent, share in WATCH_INTENTS.items():
+        watch = first_watch_of(KIND, _procedure_keys(intent))
+        new = watch is None
+        if new:
+            try:
+                _canary_version(actor, users, intent, share)
+            except Exception as exc:  # the demo goes on without this watch
+                lines.append(f"{intent}: no canary ({exc})")
+                continue
+            watch = first_watch_of(KIND, _procedure_keys(intent))
+        if watch is None:
+            lines.append(f"{intent}: no watch")
+            continue
+        count, worse = CANARY_RUNS[intent], intent == "cancel_order"
+        arms = ((watch.control_id, count // 10), (watch.candidate_id, count * 3 // 4 if worse else count // 10))
+        for version_id, failing in arms:
+            revision = ProcedureVersion.objects.get(pk=int(version_id)).content_revision
+            seed_runs_of_revision(intent, revision, count=count, failing=failing, actor=actor)
+        if new and watch.status == "running":
+            watch = watch_services.watch_look(watch_id=watch.pk, worker="seed-demo") or watch
+        lines.append(f"{intent}: watch #{watch.pk} {watch.get_status_display()}{'' if new else ' (already there)'}")
+    return "; ".join(lines)
+
+
+def _procedure_keys(intent: str) -> list[str]:
+    from .mining import intent_key
+
+    return [str(pk) for pk in Procedure.objects.filter(intent=intent_key(intent)).values_list("pk", flat=True)]
+
+
+@demo_seeder("watches", after=("certification",), needs=("procedures", "users"))
+def seed_demo_watches_step(ctx: SeedContext) -> str:
+    """The seed_demo step (config.demo_seeding)."""
+    return "watches: " + seed_demo_watches(actor=ctx.actor, users=ctx.users)

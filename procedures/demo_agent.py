@@ -44,7 +44,7 @@ def improvised_steps(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     straight away, and on one task in three it happens to look up what that tool needs first."""
     intent = str(payload.get("intent") or "").lower()
     tool = next((name for word, name in INTENT_TOOLS if word in intent), "lookup_order")
-    careful = _numbers(f"unguided:{payload.get('case_run_id')}")[0] % 3 == 0
+    careful = _numbers(f"unguided:{payload.get('task')}")[0] % 3 == 0
     needs = list(PREREQUISITES.get(tool, ())) if careful else []
     return [{"tool": name, "arguments": {}} for name in (*needs, tool)]
 
@@ -59,7 +59,7 @@ def simulate_run(payload: Mapping[str, Any]) -> dict[str, Any]:
     guided = isinstance(procedure, Mapping)
     steps: Sequence[Mapping[str, Any]] = (procedure.get("steps") or []) if guided else improvised_steps(payload)
     order = _ORDER.search(task)
-    noise = _numbers(f"{payload.get('case_run_id')}:{task}")
+    noise = _numbers(f"noise:{task}")
     done: set[str] = set()
     calls = []
     failed = not steps
@@ -69,7 +69,7 @@ def simulate_run(payload: Mapping[str, Any]) -> dict[str, Any]:
         if order and "order_id" not in arguments and tool != "lookup_policy":
             arguments["order_id"] = order.group(0)
         missing = [need for need in PREREQUISITES.get(tool, ()) if need not in done]
-        outage = _numbers(f"outage:{payload.get('case_run_id')}:{tool}")[0] % OUTAGE_ONE_IN == 0
+        outage = _numbers(f"outage:{task}:{tool}")[0] % OUTAGE_ONE_IN == 0
         ok = not missing and not outage
         if missing:
             observation = f"Error: {tool} needs {', '.join(missing)} first"

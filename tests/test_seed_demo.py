@@ -12,13 +12,14 @@ from django.utils import timezone
 from accounts.demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
 from accounts.models import ApiToken, AuditEvent, User
 from accounts.services import api_token_authenticate
-from procedures.demo import NEW_MODEL_RUNS
+from procedures.demo import CANARY_RUNS, NEW_MODEL_RUNS
 from tests.demo_data import assert_the_users_runs_were_left_alone, push_user_runs
 from trajectories.demo import demo_run_items
 from trajectories.models import Run, Step
 
-# The demo's runs: the support agent's, and those it made under a new model after an activation (procedures.demo).
-DEMO_RUNS = len(demo_run_items()) + NEW_MODEL_RUNS
+# The demo's runs: the support agent's, those it made under a new model after an activation, and those of both arms
+# of the demo's canaries (procedures.demo).
+DEMO_RUNS = len(demo_run_items()) + NEW_MODEL_RUNS + 2 * sum(CANARY_RUNS.values())
 
 
 @pytest.fixture
@@ -47,8 +48,8 @@ def _totals() -> dict[str, int]:
 def test_it_creates_a_user_for_each_role(db, var_dir):
     seed()
     users = {u.username: u for u in User.objects.all()}
-    assert set(users) == {"admin", "rita", "rob", "otto", "vera", "demo-agent"}
-    assert [u.username for u in users.values() if u.is_agent] == ["demo-agent"]
+    assert set(users) == {"admin", "rita", "rob", "otto", "vera", "demo-agent", "waymark-watch"}
+    assert sorted(u.username for u in users.values() if u.is_agent) == ["demo-agent", "waymark-watch"]
     assert users["admin"].is_superuser and users["admin"].is_admin
     assert users["rita"].is_reviewer and users["rob"].is_reviewer and not users["rita"].is_operator
     assert users["otto"].is_operator and not users["otto"].is_admin
@@ -220,12 +221,12 @@ def test_seeding_again_after_the_user_deleted_the_demos_alert_drift_report_and_u
     (alert,) = NoveltyAlert.objects.all()
     NoveltyAlert.objects.all().delete()
     DriftReport.objects.all().delete()
-    User.objects.filter(username__in=["vera", "admin"]).delete()  # the demo users nothing refers to yet
+    User.objects.filter(username__in=["vera"]).delete()  # the demo user nothing refers to (admin overrode a gate)
 
     output, errors = seed_with_errors()
 
     assert "failed" not in output and errors == ""
-    assert "1 novelty alert(s)" in output and "drift report" in output and "users: 2 created (admin, vera)" in output
+    assert "1 novelty alert(s)" in output and "drift report" in output and "users: 1 created (vera)" in output
     assert demo_rows() == seeded  # the demo whole again, nothing more
     (again,) = NoveltyAlert.objects.all()
     assert (again.candidate_id, again.label, again.analysis_id, again.status) == (
@@ -235,7 +236,7 @@ def test_seeding_again_after_the_user_deleted_the_demos_alert_drift_report_and_u
         "open",
     )
     assert AuditEvent.objects.filter(verb="intent_window.alerts_restore").count() == 1
-    assert User.objects.get(username="admin").is_superuser and User.objects.get(username="vera").check_password(
+    assert User.objects.get(username="vera").check_password(
         DEMO_PASSWORD
     )
     client = Client()
@@ -306,7 +307,7 @@ def test_a_seeder_whose_input_failed_skips_with_a_message(db, var_dir, failing_s
     assert "runs: failed (RuntimeError: the runs seeder broke)" in output
     for dependent in ("procedures", "intents", "rubrics"):
         assert f"{dependent}: skipped (needs runs, which did not finish)" in output
-    assert "Demo seeders that failed: runs (skipped: procedures, certification, intents, rubrics)" in output
+    assert "Demo seeders that failed: runs (skipped: procedures, certification, watches, intents, rubrics)" in output
     assert Workspace.objects.filter(slug="two-hop-qa").exists()  # graphs needs no runs
     assert errors.count("Traceback") == 1
 

@@ -218,3 +218,37 @@ def seed_runs_of_model(intent: str, *, model: str, count: int, actor: Actor) -> 
             }
         )
     return len(run_ingest_batch(actor=actor, items=items).created_ids)
+
+
+def seed_runs_of_revision(intent: str, revision: str, *, count: int, failing: int, actor: Actor) -> int:
+    """`count` runs of a demo intent that followed the procedure version `revision` (procedure_revision), the last
+    `failing` of them failed: the runs a canary's arms make in the demo. Idempotent (external ids name the
+    revision); returns how many were created."""
+    rng = random.Random(f"{intent}:{revision}")
+    now = datetime.now(UTC)
+    items = []
+    for number in range(1, count + 1):
+        failed = number > count - failing
+        order, customer = f"ORD-{6100 + number}", f"CUS-{rng.randint(1000, 9999)}"
+        steps = _steps_for(
+            intent, "happy", order=order, customer=customer, amount=round(rng.uniform(12, 240), 2),
+            city=rng.choice(_CITIES),
+        )  # fmt: skip
+        started = now - timedelta(minutes=count - number + 1)
+        timed = _timed([dict(step) for step in steps], started, rng)
+        items.append(
+            {
+                "source": DEMO_SOURCE,
+                "external_id": f"demo-{intent}-{revision[7:19]}-{number:03d}",
+                "task": _TASKS[intent].format(order=order, item=rng.choice(_ITEMS), city=rng.choice(_CITIES)),
+                "intent": intent,
+                "outcome": "failure" if failed else "success",
+                "score": 0.0 if failed else 1.0,
+                "procedure_revision": revision,
+                "metadata": {"agent": "support-bot", "model": "demo", "variant": "canary", "channel": "chat"},
+                "started_at": started.isoformat(),
+                "ended_at": timed[-1]["ended_at"],
+                "steps": timed,
+            }
+        )
+    return len(run_ingest_batch(actor=actor, items=items).created_ids)

@@ -355,3 +355,8 @@ def watch_view(watch: Watch) -> dict:
     ]
     latest = {bound["metric"]: bound for bound in watch.bounds or []}
     return {"arms_chart": arms, "bound_chart": bound, "rows": rows[:200], "latest": latest}
+
+
+def first_watch_of(kind: str, parent_keys: list[str]) -> Watch | None:
+    """The first watch ever started on one of these parents (the demo seeds one each)."""
+    return Watch.objects.filter(kind=kind, parent_key__in=parent_keys).order_by("id").first()

@@ -59,3 +59,16 @@ def test_seeding_again_adds_no_certificate(seeded):
     before = (Certificate.objects.count(), CoverageFlag.objects.count())
     call_command("seed_demo", stdout=io.StringIO())
     assert (Certificate.objects.count(), CoverageFlag.objects.count()) == before
+
+
+def test_the_demo_seeds_a_running_canary_and_one_the_watch_rolled_back(seeded):
+    from uplift.models import Watch
+
+    by_status = {watch.status: watch for watch in Watch.objects.filter(mode="canary")}
+    assert set(by_status) == {"running", "rolled_back"}
+    rolled = by_status["rolled_back"]
+    assert "worse in success" in rolled.reason and rolled.rollback_request_id
+    running = Procedure.objects.get(pk=int(by_status["running"].parent_key))
+    assert running.canary_control_id is not None and running.canary_share == 0.5
+    page = logged_in(demo_user("rita")).get(reverse("reviews:queue")).content.decode()
+    assert "Rolled back by the watch" in page
