@@ -236,9 +236,7 @@ def test_seeding_again_after_the_user_deleted_the_demos_alert_drift_report_and_u
         "open",
     )
     assert AuditEvent.objects.filter(verb="intent_window.alerts_restore").count() == 1
-    assert User.objects.get(username="vera").check_password(
-        DEMO_PASSWORD
-    )
+    assert User.objects.get(username="vera").check_password(DEMO_PASSWORD)
     client = Client()
     assert client.login(username="otto", password=DEMO_PASSWORD)
     assert NOVEL_LABEL in client.get("/intents/windows/alerts/").content.decode()
