@@ -21,14 +21,13 @@ Findings come in input order of the texts, then by position in the text. Excerpt
 cut to its first 4 characters (at most half of it) and "…".
 
 Speed. The scan must cost about what reading the text costs (bench/certify.py measures it against one pass of a
-trivial regex over every text). Nearly all learned text is ordinary prose with nothing to report, so each text is
-first lowered and searched once by `_GATE`, one regex whose alternatives each start with a literal character,
-chosen rare in prose (g, w, p, v, k, x, z, j, digits and a few punctuation marks), so the regex engine skips from
-one such character to the next in C. The gate is a necessary condition of every rule: each pattern below contains
-one of its anchors (tests/uplift/core/test_safety.py checks that the gated scan equals the ungated one). Only a text
-the gate lets through gets the three family regexes (one each: `_INJECTION`, `_SECRET` and `_URL`, each run over
-the text once), the entropy measure only for the candidate tokens `_TOKEN` finds, and the comparison with the
-sources' observations only for a text the injection regex matched.
+trivial regex over every text: about 2x on a 1,000-node graph). Nearly all learned text is ordinary prose with
+nothing to report, so the texts are first gated all at once (see "the gate" below: byte translations and numpy
+find the places where a rule's pattern may start, `re.match` confirms them), and only a text with a confirmed
+pattern is scanned whole, by the rule families that matched there (`_URL`, `_SECRET`, `_TOKEN` and the entropy
+measure, `_INJECTION`, each run over the text once; the comparison with the sources' observations only for a text
+the injection regex matched). The gate is a necessary condition of every rule: tests/uplift/core/test_safety.py
+checks that the gated scan equals the ungated one (`_scan_ungated`).
 """
 
 from __future__ import annotations
@@ -36,12 +35,13 @@ from __future__ import annotations
 import math
 import re
 import string
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
+
+import numpy as np
 
 RULES = ("injection", "secret", "url")
 CRITICAL = "critical"
@@ -179,9 +179,13 @@ _SECRET = re.compile(
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{{{ENTROPY_MIN_LENGTH},}}")
 _LETTER = re.compile(r"[A-Za-z]")
 _DIGIT = re.compile(r"[0-9]")
-_CLASS_CHANGE = re.compile(r"[a-z](?=[A-Z0-9])|[A-Z](?=[0-9])|[0-9](?=[A-Za-z])")
-_ALNUM_PAIR = re.compile(r"[A-Za-z0-9](?=[A-Za-z0-9])")
-_HEX = (frozenset("0123456789abcdef-"), frozenset("0123456789ABCDEF-"))
+_CLASSES = {
+    **dict.fromkeys(string.ascii_lowercase, "l"), **dict.fromkeys(string.ascii_uppercase, "u"),
+    **dict.fromkeys(string.digits, "d"),
+}  # fmt: skip
+_CLASS_BYTES = bytes(ord(_CLASSES.get(chr(byte), "s")) for byte in range(256))  # CLASS_CHANGE_MIN's classes
+_CLASS_CHANGES = (b"lu", b"ld", b"ud", b"dl", b"du")  # not "ul": a capital starting a lower-case word
+_HEX = ("0123456789abcdef-", "0123456789ABCDEF-")
 # Not a credential: a placeholder ("********", "<your key>", "${TOKEN}", "{{ secret }}", "[redacted]", "YOUR_API_KEY",
 # "your-token-here", "REPLACE_ME", "sk-example-key"), an environment variable's name ("GITHUB_TOKEN") or a reference
 # to one ("os.environ[", "os.getenv(", "process.env.API_KEY").
@@ -205,47 +209,150 @@ _URL = re.compile(
 _URL_TAIL = ".,;:!?'\")]}"
 _IP = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|.*:.*")  # IPv4, or IPv6 (the brackets already gone)
 
-# --- the gate: a necessary condition of every finding, searched once over all the texts ---------------------------
+# --- the gate: what may have a finding, for all the texts at once ---------------------------------------------------
+#
+# All the texts are joined by NULs into one string and encoded one byte a character (any non-ASCII character becomes
+# "?"). Each pattern of the rules has a signature: the characters every match of it starts with, in lower case
+# (`_GATE_PATTERNS`; a position of a signature is a set of characters, with "?" wherever \s could match a non-ASCII
+# space; the tables take each letter in either case). Three stages, the first two over the whole text in C
+# (bytes.translate, numpy), only the third in Python:
+#
+# 1. A rare pair of adjacent positions of each signature (its anchor: "gn" of ignore) is found everywhere at once:
+#    the text translated twice through 256-byte tables whose bits say "this byte may be the first (the second) of
+#    the anchor of a pattern of group k" (8 groups), the two copies ANDed one byte apart.
+# 2. At each anchor found, the _REACH bytes on either side are checked against each pattern's signature (a bit per
+#    pattern and a table per offset; the nearest offsets first, the survivors shrinking at each).
+# 3. Where both hold, the pattern itself is matched there, in the survivor's own text lowered (`re.match`).
+#
+# A text then gets the rule families (`_URLS`, `_SECRETS`, `_TOKENS`, `_INJECTIONS`) its confirmed patterns belong
+# to: each family's patterns are a necessary condition of any match of its regex, so a family left out has nothing
+# there. High-entropy tokens are found apart (`_long_tokens`). A text holding one of the few characters re's case
+# folding matches as ASCII letters but lowering keeps apart (ſ for s, ı for i), or one lowering turns into ASCII
+# (the Kelvin sign, İ), gets every family (`_FOLDED`).
 
-_VALUE = r"""\s*[:=]\s*["']?[^\s"'`,;]{8}"""  # an assignment's separator and the first 8 characters of its value
-# Each alternative is one of the patterns above (or a necessary part of one), on the lowered text, started at a
-# character rare in prose, the rest of its start checked by a lookbehind: "ignore" is found at its "g".
-_GATE = re.compile(
-    "|".join(
-        [
-            rf"g(?:(?<=\big)nore\s+{_THEIR_ORDERS}|(?<=\bdisreg)ard\s+{_THEIR_ORDERS}"
-            rf"|(?<=\bforg)et\s+(?:everything|{_THEIR_ORDERS})|(?<=\bg)(?:h[pousr]_[a-z0-9]{{20}}|ithub_pat_))",
-            r"v(?:(?<=\bov)erride\s|(?<=\brev)eal\s+(?:your|the)\s|(?<=\bdev)eloper\s+mode)",
-            rf"w(?:(?<=\bnow)\s|(?<=\bnew)\s+instructions?\s*:|(?<=\bw)ww\.|(?<=[ps]w)(?:or)?d{_VALUE})",
-            r"y(?<=\bsy)stem\s+prompt",
-            rf"l(?<=\btel)l\s+the\s+{_WHO}",
-            rf"f(?:(?<=\binf)orm|(?<=\bnotif)y)\s+the\s+{_WHO}",
-            rf"c(?:(?<=\bac)t\s+as\s|(?<=sec)ret{_VALUE})",
-            r"k(?:(?<=\bak)ia[0-9a-z]{16}|(?<=\bsk)-[a-z0-9_-]{20}|(?<=\b[rs]k)_live_[0-9a-z]{10}"
-            rf"|(?<=tok)en{_VALUE}|(?<=api[_-]k)ey{_VALUE}|(?<=apik)ey{_VALUE}|(?<=private k)ey-----)",
-            r"j(?:(?<=\bj)ailbreak|(?<=\beyj)[a-z0-9_-]{10})",
-            r"x(?:(?<=\bex)filtrat|(?<=\bx)ox[abprs]-[a-z0-9-]{10})",
-            r"z(?<=\baiz)a[0-9a-z_-]{35}",
-            r"6(?<=\bbase6)4\s+-",
-            r":(?://|(?<=command:)|(?<=script:)|(?<=code:)|(?<=\s:))",  # a scheme; run this command:
-            r"\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b",  # curl … | sh
-            r"<(?:\||<)",  # <|im_start|>, <<SYS>>
-            r"\[/?inst\]",
-            r"##",
-            r"\.[a-z]{2,24}/",  # a bare host with a path
-        ]
-    )
-)
-# Characters the case-insensitive patterns (credential names, URLs) match as ASCII letters but lowering keeps
-# apart (re's case folding: "ſ" is "s", "ı" is "i"): a text holding one is always scanned whole.
-_FOLDED = re.compile("[\u017f\u0131]")
-# High-entropy tokens, found without a regex: the texts encoded one byte per character ("?" for any non-ASCII
-# one), the token alphabet translated to "a" and everything else to " ", then every run of ENTROPY_MIN_LENGTH "a"s
-# is a token `_TOKEN` would find, measured where it is.
-_RUN_BYTES = bytes(
-    ord("a") if chr(byte) in string.ascii_letters + string.digits + "+/=_-" else ord(" ") for byte in range(256)
-)
-_LONG_RUN = b"a" * ENTROPY_MIN_LENGTH
+_URLS, _SECRETS, _TOKENS, _INJECTIONS = 1, 2, 4, 8
+_EVERY_FAMILY = _URLS | _SECRETS | _TOKENS | _INJECTIONS
+_WS = frozenset(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f?")  # what \s may be, encoded
+_TOKEN_SET = frozenset(string.ascii_lowercase + string.digits + "_-")
+_ALNUM = frozenset(string.ascii_lowercase + string.digits)
+_LETTERS = frozenset(string.ascii_lowercase)
+_ASSIGN = r"""\s*[:=]\s*["']?[^\s"'`,;]{8}"""  # a credential assignment's separator and 8 value characters
+_SEPARATOR = _WS | {":", "="}
+_COLON = frozenset(":")
+
+
+def _then(first: str) -> frozenset:
+    """The position after one space of `\\s+<word>`: another space or the word's first letter."""
+    return _WS | set(first)
+
+
+# (signature, anchor, group, family, pattern matched where the signature starts). In a signature a string is literal
+# characters, a frozenset one position's choices. The anchors and groups were chosen on a corpus of prose, code and
+# guidance so that stage 1 finds few pairs (a pair in a group's first table and its second one).
+_GATE_PATTERNS: list[tuple[tuple, int, int, int, str]] = [
+    (("ignore", _WS, _then("atoeymspfi")), 1, 6, _INJECTIONS, rf"\bignore\s+{_THEIR_ORDERS}"),
+    (("disregard", _WS, _then("atoeymspfi")), 2, 4, _INJECTIONS, rf"\bdisregard\s+{_THEIR_ORDERS}"),
+    (("forget", _WS, _then("atoeymspfi")), 2, 5, _INJECTIONS, rf"\bforget\s+(?:everything|{_THEIR_ORDERS})"),
+    (("override", _WS, _then("tyam")), 0, 1, _INJECTIONS, r"\b" + _WORDY[3]),
+    (("you", _WS, _then("a")), 2, 2, _INJECTIONS, r"\b" + _WORDY[4]),
+    (("system", _WS, _then("p")), 0, 6, _INJECTIONS, r"\bsystem\s+prompt"),
+    (("reveal", _WS, _then("yt")), 5, 2, _INJECTIONS, r"\b" + _WORDY[6]),
+    (("tell", _WS, _then("t")), 3, 2, _INJECTIONS, rf"\btell\s+the\s+{_WHO}"),
+    (("inform", _WS, _then("t")), 1, 4, _INJECTIONS, rf"\binform\s+the\s+{_WHO}"),
+    (("notify", _WS, _then("t")), 4, 6, _INJECTIONS, rf"\bnotify\s+the\s+{_WHO}"),
+    (("act", _WS, _then("a")), 0, 0, _INJECTIONS, r"\b" + _WORDY[8]),
+    (("developer", _WS, _then("m")), 5, 1, _INJECTIONS, r"\bdeveloper\s+mode"),
+    (("jailbreak",), 3, 6, _INJECTIONS, r"\bjailbreak"),
+    (("exfiltrat",), 1, 4, _INJECTIONS, r"\bexfiltrat"),
+    (("base64", _WS, _then("-")), 3, 3, _INJECTIONS, r"\bbase64\s+-"),
+    (("new", _WS, _then("i")), 2, 2, _INJECTIONS, r"\bnew\s+instructions?\s*:"),
+    (("command", _WS | _COLON), 2, 4, _INJECTIONS, r"command\s*:"),
+    (("script", _WS | _COLON), 3, 2, _INJECTIONS, r"script\s*:"),
+    (("code", _WS | _COLON, _WS | _COLON), 1, 1, _INJECTIONS, r"code\s*:"),  # or "code:" then anything
+    (("code:",), 3, 3, _INJECTIONS, r"code\s*:"),
+    (("curl",), 2, 5, _INJECTIONS, _SYMBOLIC[3]),
+    (("wget",), 0, 5, _INJECTIONS, _SYMBOLIC[3]),
+    (("<|",), 0, 5, _INJECTIONS, _SYMBOLIC[4]),
+    (("<<",), 0, 5, _INJECTIONS, _SYMBOLIC[5]),
+    (("[inst]",), 0, 1, _INJECTIONS, _SYMBOLIC[6]),
+    (("[/inst]",), 0, 1, _INJECTIONS, _SYMBOLIC[6]),
+    (("##",), 0, 5, _INJECTIONS, _SYMBOLIC[7]),
+    (("akia", *[_ALNUM] * 4), 2, 0, _SECRETS, r"\bakia[0-9a-z]{16}"),
+    (("sk-", *[_TOKEN_SET] * 4), 1, 0, _SECRETS, r"\bsk-[a-z0-9_-]{20}"),
+    (("gh", frozenset("pousr"), "_", *[_ALNUM] * 4), 0, 1, _SECRETS, r"\bgh[pousr]_[a-z0-9]{20}"),
+    (("github_pat_",), 3, 3, _SECRETS, r"\bgithub_pat_"),
+    (("xox", frozenset("abprs"), "-"), 1, 1, _SECRETS, r"\bxox[abprs]-[a-z0-9-]{10}"),
+    (("aiza", *[_TOKEN_SET] * 4), 2, 0, _SECRETS, r"\baiza[0-9a-z_-]{35}"),
+    ((frozenset("rs"), "k_live_"), 1, 0, _SECRETS, r"\b[rs]k_live_[0-9a-z]{10}"),
+    (("eyj", *[_TOKEN_SET] * 4), 1, 5, _SECRETS, r"\beyj[a-z0-9_-]{10}"),
+    (("private key-----",), 10, 5, _SECRETS, r"private key-----"),
+    (("passw", frozenset("od")), 3, 6, _SECRETS, rf"passw(?:or)?d{_ASSIGN}"),
+    (("pwd", _SEPARATOR), 0, 6, _SECRETS, rf"pwd{_ASSIGN}"),
+    (("api", frozenset("_-k")), 2, 0, _SECRETS, rf"api[_-]?key{_ASSIGN}"),
+    (("secret", _SEPARATOR), 2, 4, _SECRETS, rf"secret{_ASSIGN}"),
+    (("token", _SEPARATOR), 1, 1, _SECRETS, rf"token{_ASSIGN}"),
+    (("://",), 0, 3, _URLS | _INJECTIONS, r"://"),  # a scheme; "send … to https://"
+    (("www.",), 0, 2, _URLS, r"\bwww\."),
+    # The end of a bare host, by the length of its top-level name (6 letters or more: a prefix of the name).
+    *(((".", *[_LETTERS] * length, "/"), 0, 7, _URLS, r"\.[a-z]{2,24}/") for length in range(2, 6)),
+    ((".", *[_LETTERS] * 6), 0, 7, _URLS, r"\.[a-z]{2,24}/"),
+]
+_FOLDED = re.compile("[\u017f\u0131\u212a\u0130]")
+_REACH = 6  # stage 2 checks the bytes from _REACH before an anchor to _REACH after it
+
+
+def _positions(signature: tuple) -> list[frozenset]:
+    return [
+        frozenset(part) if isinstance(part, frozenset) else frozenset(c)
+        for part in signature
+        for c in ([part] if isinstance(part, frozenset) else part)
+    ]
+
+
+def _bytes(characters: frozenset) -> list[int]:
+    """The bytes of a signature position: its (lower-case) characters and their upper case."""
+    return sorted({ord(c) for c in characters} | {ord(c.upper()) for c in characters if c.isascii()})
+
+
+def _gate_tables():
+    """Stage 1's two translation tables (a bit per group), the group bits -> the patterns' bits, stage 2's table (a
+    bit per pattern, per offset from the anchor), and the patterns' (anchor, family, match)."""
+    first, second = bytearray(256), bytearray(256)
+    patterns_of_groups = np.zeros(256, dtype=np.uint64)
+    around = np.zeros((2 * _REACH + 1, 256), dtype=np.uint64)
+    matches = []
+    for number, (signature, anchor, group, family, pattern) in enumerate(_GATE_PATTERNS):
+        bit = np.uint64(1 << number)
+        positions = _positions(signature)
+        for byte in _bytes(positions[anchor]):
+            first[byte] |= 1 << group
+        for byte in _bytes(positions[anchor + 1]):
+            second[byte] |= 1 << group
+        for bits in range(256):
+            if bits >> group & 1:
+                patterns_of_groups[bits] |= bit
+        for offset in range(-_REACH, _REACH + 1):
+            at = anchor + offset
+            allowed = _bytes(positions[at]) if 0 <= at < len(positions) else slice(None)
+            around[offset + _REACH, allowed] |= bit
+        matches.append((anchor, family, re.compile(pattern).match))
+    return bytes(first), bytes(second), patterns_of_groups, around, matches
+
+
+if len(_GATE_PATTERNS) > 64:  # a bit each in stage 2's uint64 tables
+    raise RuntimeError("the gate has room for 64 patterns")
+_FIRST, _SECOND, _PATTERNS_OF_GROUPS, _AROUND, _GATE_MATCHES = _gate_tables()
+# Stage 2's offsets from the anchor, nearest first.
+_OFFSET_ORDER = sorted(range(-_REACH, _REACH + 1), key=lambda offset: (abs(offset - 0.5), offset))
+
+# High-entropy tokens: the runs of token characters (`_TOKEN`'s alphabet translated to "a", any other byte to " ").
+# A run of ENTROPY_MIN_LENGTH holds two whole aligned 8-byte words of "a"s, found by numpy on the text seen as
+# 8-byte words; only there is a run looked at in Python, measured (`_high_entropy`) when it is long enough and has a
+# digit.
+_TOKEN_CHARACTERS = string.ascii_letters + string.digits + "+/=_-"
+_RUN_BYTES = bytes(ord("a") if chr(byte) in _TOKEN_CHARACTERS else ord(" ") for byte in range(256))
+_ALL_RUN = np.frombuffer(b"a" * 8, np.uint64)[0]
+_DIGIT_SEARCH = re.compile("[0-9]").search
 
 
 def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> list[Finding]:
@@ -254,42 +361,99 @@ def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> 
     observations: dict[str, str] = {}  # observation -> lowered, spacing normalised (only for injection hits)
     items = list(texts)
     findings: list[Finding] = []
-    for index in _candidates([item.text for item in items]):
+    for index, families in _candidates([item.text for item in items]):
         item = items[index]
-        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations))
+        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations, families))
     return findings
 
 
-def _candidates(texts: list[str]) -> list[int]:
-    """The indices, in order, of the texts that may have a finding: all the texts joined by NULs into one string,
-    lowered once, searched by `_GATE` (from the start of the next text after each hit), `_FOLDED` and the long
-    runs of token characters measured in place. The texts with none have nothing to report."""
+def _candidates(texts: list[str]) -> list[tuple[int, int]]:
+    """(index, rule families), in order, of the texts that may have a finding (the others have none)."""
     if not texts:
         return []
     joined = "\x00".join(texts)
-    lowered = _lower(joined)
-    starts = [0, *accumulate(len(text) + 1 for text in texts)]  # starts[i]: where text i begins
-    marked: set[int] = set()
-    search, last = _GATE.search, len(texts) - 1
-    match = search(lowered)
-    while match is not None:
-        index = bisect_right(starts, match.start()) - 1
-        marked.add(index)
-        if index >= last:
-            break
-        match = search(lowered, starts[index + 1])
-    if not lowered.isascii():
-        marked.update(bisect_right(starts, match.start()) - 1 for match in _FOLDED.finditer(lowered))
-    runs = joined.encode("ascii", "replace").translate(_RUN_BYTES)
-    find = runs.find
-    start = find(_LONG_RUN)
-    while start >= 0:  # a run's start: the search begins after the previous run (or at 0)
-        end = find(b" ", start + ENTROPY_MIN_LENGTH)
+    data = joined.encode("ascii", "replace")  # one byte a character, "?" for any non-ASCII one
+    starts = _text_starts(texts, data)
+    hits = _gate_hits(joined, data, starts)  # (position in joined, families)
+    hits.extend((start, _TOKENS) for start in _long_tokens(joined, data))
+    if not joined.isascii():
+        hits.extend((match.start(), _EVERY_FAMILY) for match in _FOLDED.finditer(joined))
+    if not hits:
+        return []
+    families: dict[int, int] = {}
+    for index, (_, family) in zip(
+        np.searchsorted(starts, [hit for hit, _ in hits], "right").tolist(), hits, strict=True
+    ):
+        families[index - 1] = families.get(index - 1, 0) | family
+    return sorted(families.items())
+
+
+def _text_starts(texts: list[str], data: bytes) -> np.ndarray:
+    """Where each text starts in the joined text (and where the joined text ends): after each NUL between two texts,
+    found at once, unless a text holds a NUL of its own."""
+    nuls = np.flatnonzero(np.frombuffer(data, np.uint8) == 0)
+    if len(nuls) == len(texts) - 1:
+        return np.concatenate(([0], nuls + 1, [len(data) + 1]))
+    return np.array([0, *accumulate(len(text) + 1 for text in texts)])
+
+
+def _gate_hits(joined: str, data: bytes, starts: np.ndarray) -> list[tuple[int, int]]:
+    """(position, family) where a pattern of `_GATE_PATTERNS` matches, through the three stages. The tables fold
+    ASCII case; the third stage matches in the lowered text of the survivor's own text."""
+    if len(data) < 2:
+        return []
+    groups = np.frombuffer(data.translate(_FIRST), np.uint8)[:-1] & np.frombuffer(data.translate(_SECOND), np.uint8)[1:]
+    where = np.flatnonzero(groups != 0)
+    if not where.size:
+        return []
+    raw = np.frombuffer(data, np.uint8)
+    patterns = _PATTERNS_OF_GROUPS[groups[where]]
+    for offset in _OFFSET_ORDER:  # the survivors shrink at each offset: the nearest ones first
+        # Past either end of the text a byte is read from the end ("clip"): it can only let a survivor through.
+        patterns &= _AROUND[offset + _REACH][raw.take(where + offset, mode="clip")]
+        alive = np.flatnonzero(patterns)
+        if alive.size < where.size:
+            where, patterns = where[alive], patterns[alive]
+            if not where.size:
+                return []
+    hits = []
+    lowered: dict[int, tuple[int, str]] = {}  # text index -> (its start, its text lowered)
+    indices = np.searchsorted(starts, where, "right").tolist()
+    for at, bits, index in zip(where.tolist(), patterns.tolist(), indices, strict=True):
+        if index not in lowered:
+            start = int(starts[index - 1])
+            lowered[index] = start, _lower(joined[start : int(starts[index]) - 1])
+        start, text = lowered[index]
+        while bits:
+            number = (bits & -bits).bit_length() - 1
+            bits &= bits - 1
+            anchor, family, match = _GATE_MATCHES[number]
+            if at - anchor >= start and match(text, at - anchor - start) is not None:
+                hits.append((at, family))
+    return hits
+
+
+def _long_tokens(joined: str, data: bytes) -> list[int]:
+    """Where a token of high entropy starts (see `_RUN_BYTES`)."""
+    runs = data.translate(_RUN_BYTES)
+    words = np.frombuffer(runs, np.uint64, count=len(runs) // 8) == _ALL_RUN
+    pairs = np.flatnonzero(words[:-1] & words[1:])
+    hits = []
+    end = -1
+    for word in pairs.tolist():
+        at = word * 8
+        if at < end:  # inside the run already looked at
+            continue
+        start = runs.rfind(b" ", 0, at) + 1
+        end = runs.find(b" ", at)
         end = len(runs) if end < 0 else end
-        if _high_entropy(joined[start:end]) is not None:
-            marked.add(bisect_right(starts, start) - 1)
-        start = find(_LONG_RUN, end)
-    return sorted(marked)
+        if (
+            end - start >= ENTROPY_MIN_LENGTH
+            and _DIGIT_SEARCH(joined, start, end)
+            and _high_entropy(joined[start:end]) is not None
+        ):
+            hits.append(start)
+    return hits
 
 
 def _scan_ungated(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> list[Finding]:
@@ -298,7 +462,7 @@ def _scan_ungated(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] 
     observations: dict[str, str] = {}
     findings: list[Finding] = []
     for item in texts:
-        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations))
+        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations, _EVERY_FAMILY))
     return findings
 
 
@@ -310,11 +474,12 @@ def _lower(text: str) -> str:
     return lowered if len(lowered) == len(text) else text.replace("\u0130", "I").lower()
 
 
-def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations) -> list[Finding]:
+def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations, families: int) -> list[Finding]:
+    """The findings in one text, of the rule families asked for (the others have none there: see the gate)."""
     found: list[tuple[int, int, Finding]] = []  # (position, rule order, finding)
     spans: list[tuple[int, int]] = []  # URLs: no entropy warning inside one
     credential_spans: list[tuple[int, int]] = []  # reported once, as a secret
-    for match in _URL.finditer(text):
+    for match in _URL.finditer(text) if families & _URLS else ():
         start, url = match.start(), match.group().rstrip(_URL_TAIL)
         if not url:
             continue
@@ -331,7 +496,7 @@ def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations
             message = f"A link to {kind} {host}, which is not among the allowed hosts."
             found.append((start, 2, Finding("url", WARNING, item.where, _cut(_redact(url)), message, item.sources)))
     secret_spans: list[tuple[int, int]] = []
-    for match in _SECRET.finditer(text):
+    for match in _SECRET.finditer(text) if families & _SECRETS else ():
         start, end = match.span()
         if _inside(start, end, credential_spans):
             continue
@@ -348,7 +513,7 @@ def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations
         secret_spans.append((start, end))
         message = f"This looks like {_SECRET_KINDS[kind]}; learned text must not carry credentials."
         found.append((start, 1, Finding("secret", CRITICAL, item.where, _cut(excerpt), message, item.sources)))
-    for match in _TOKEN.finditer(text):
+    for match in _TOKEN.finditer(text) if families & _TOKENS else ():
         token = match.group()
         start, end = match.span()
         if _inside(start, end, spans) or _overlaps(start, end, secret_spans):
@@ -357,7 +522,7 @@ def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations
         if entropy is not None:
             message = f"A {len(token)}-character token of {entropy:.1f} bits per character may be a key or a password."
             found.append((start, 1, Finding("secret", WARNING, item.where, _mask(token), message, item.sources)))
-    for match in _INJECTION.finditer(lowered):
+    for match in _INJECTION.finditer(lowered) if families & _INJECTIONS else ():
         found.append((match.start(), 0, _injection(item, text, lowered, match, observations)))
     found.sort(key=lambda entry: entry[:2])
     return [finding for _, _, finding in found]
@@ -390,16 +555,19 @@ def _high_entropy(token: str) -> float | None:
     """The token's entropy in bits per character when it counts as high (see ENTROPY_THRESHOLD), else None."""
     if not (_LETTER.search(token) and _DIGIT.search(token)):
         return None
-    characters = frozenset(token)
-    if characters <= _HEX[0] or characters <= _HEX[1]:
+    if not token.strip(_HEX[0]) or not token.strip(_HEX[1]):
+        return None  # hexadecimal (a digest, a UUID): at most 4 bits a character
+    # The character classes (see CLASS_CHANGE_MIN), one byte each: l(ower), u(pper), d(igit), s(eparator).
+    classes = token.encode("ascii", "replace").translate(_CLASS_BYTES)
+    changes = sum(map(classes.count, _CLASS_CHANGES))
+    separators = classes.count(b"s")
+    if changes < CLASS_CHANGE_MIN * (len(classes) - 2 * separators - 1):  # fewer pairs there cannot be
+        return None  # a name or a path: its character classes change only where a word or a number starts
+    if changes < CLASS_CHANGE_MIN * sum(len(run) - 1 for run in classes.split(b"s") if run):
         return None
     length = len(token)
     entropy = math.log2(length) - sum(count * math.log2(count) for count in Counter(token).values()) / length
-    if entropy < ENTROPY_THRESHOLD:
-        return None
-    if len(_CLASS_CHANGE.findall(token)) < CLASS_CHANGE_MIN * len(_ALNUM_PAIR.findall(token)):
-        return None  # a name or a path: its character classes change only where a word or a number starts
-    return entropy
+    return entropy if entropy >= ENTROPY_THRESHOLD else None
 
 
 def _url_parts(url: str, *, has_scheme: bool) -> tuple[str, str, str]:
