@@ -26,7 +26,9 @@ from graphs.core.refiner import (
     STATIC_ONETIME,
     TASK_HEADER,
     TOOLS_HEADER,
+    TRAJECTORIES_END,
     TRAJECTORIES_HEADER,
+    trajectories_section,
 )
 from graphs.core.traces import render_attempts_block
 from llm.core import ScriptedChatModel, ScriptExhausted
@@ -66,7 +68,7 @@ def test_refine_once_builds_from_scratch_on_the_skeleton():
     user = user_message(model)
     assert f"{MODE_HEADER} {SCRATCH_ONETIME} (" in user
     assert f"{TASK_HEADER} two-hop QA" in user
-    assert f"{TRAJECTORIES_HEADER}\nATTEMPTS\n" in user
+    assert f"{trajectories_section('ATTEMPTS')}\n" in user
 
 
 def test_refine_once_revises_a_non_skeleton_graph_in_static_onetime():
@@ -127,7 +129,7 @@ def test_refine_once_renders_the_traces_when_no_block_is_given():
     model = ScriptedChatModel([reply(BUILD)])
     refine_once(config_task_description="QA", model=model, graph=skeleton(), traces=traces)
     expected = render_attempts_block(traces)
-    assert f"{TRAJECTORIES_HEADER}\n{expected}\n" in user_message(model)
+    assert f"{trajectories_section(expected)}\n" in user_message(model)
     assert user_message(model).index("t-high") < user_message(model).index("t-low")
 
 
@@ -145,7 +147,7 @@ def test_refine_once_hands_threshold_and_cap_to_the_renderer(monkeypatch):
         config_task_description="QA", model=model, graph=skeleton(), traces=traces, success_threshold=0.8, char_cap=99
     )
     assert calls == [(traces, {"success_threshold": 0.8, "char_cap": 99})]
-    assert f"{TRAJECTORIES_HEADER}\nRENDERED\n" in user_message(model)
+    assert f"{trajectories_section('RENDERED')}\n" in user_message(model)
 
 
 def test_run_onetime_refiner_exposes_calls_and_retries():
@@ -197,7 +199,10 @@ def test_bootstrap_shows_the_worked_solutions_as_trajectories():
     result = bootstrap_graph("Answer two-hop questions.\n", model, solutions=[SOLUTION_1, "", SOLUTION_2])
     user = user_message(model)
     trajectories = slot(user, TRAJECTORIES_HEADER, "Current Procedural Graph representation:")
-    assert trajectories == render_attempts_block(solution_traces([SOLUTION_1, SOLUTION_2]))
+    assert f"{TRAJECTORIES_HEADER}\n{trajectories}" == trajectories_section(
+        render_attempts_block(solution_traces([SOLUTION_1, SOLUTION_2]))
+    )
+    assert trajectories.endswith(TRAJECTORIES_END)
     assert "solution-1" in trajectories and SOLUTION_2 in trajectories
     assert f"{TASK_HEADER} Answer two-hop questions.\n\n" in user
     assert f"{MODE_HEADER} {SCRATCH_ONETIME} (" in user
@@ -209,7 +214,7 @@ def test_bootstrap_without_solutions_asks_for_a_design_from_the_task_and_tools()
     model = ScriptedChatModel([reply(BUILD)])
     result = bootstrap_graph("Answer two-hop questions.", model, tools=QA_TOOLS)
     user = user_message(model)
-    assert f"{TRAJECTORIES_HEADER}\n{NO_SOLUTIONS_SENTENCE}\n" in user
+    assert f"{trajectories_section(NO_SOLUTIONS_SENTENCE)}\n" in user
     assert f"{TOOLS_HEADER} search, read, answer\n" in user
     assert f"{REJECTIONS_HEADER}\n{ONETIME_REJECTIONS_PLACEHOLDER}\n" in user
     assert result.ok and result.solutions == 0
