@@ -1,8 +1,13 @@
-"""The promotable registry (DESIGN.md §5): how reviews learns about the things it can activate.
+"""The promotable registry (DESIGN.md §5): how reviews and uplift learn about the things they can activate.
 
-Each owning app (procedures, graphs, later intents) subclasses `PromotableKind` and calls `register_kind` from its
-AppConfig.ready. `reviews` runs the promotion policy; the kind describes candidates, reports their gate evidence,
-shows their diff and performs the activation. reviews never imports the owning apps.
+Each owning app subclasses `PromotableKind` in its `promotable.py` and registers it with `register_kind` when its
+AppConfig.ready imports that module: procedure versions (procedures), graph revisions (graphs), intent taxonomy versions
+(intents) and rubric versions (reviews' own `rubric_promotable.py`, while rubrics live in reviews). `reviews` runs the
+promotion policy; a kind describes candidates, reports their gate evidence, shows their diff and activates a candidate
+inside the review's transaction (`move_active_version` does it for kinds whose parent row holds the active version).
+The optional methods serve uplift: the learned texts the safety scan reads, the active artifacts and their runs' models
+(model coverage), re-certification, and for `watchable` kinds the watch after activation (a canary's start, share and
+end, the runs of each arm). Neither reviews nor uplift imports the owning apps (import-linter contracts).
 
 Ids crossing the registry are strings (a version pk, a revision pk) so one table can hold requests of every kind.
 People never see those ids: every page, message and API answer names a candidate by its kind's *label* (`v3` for a

@@ -1,12 +1,15 @@
-"""Evaluation jobs: work an agent claims over the API with a lease and answers with the run it produced.
+"""Evaluation job kinds: the registry of work an agent claims over the API with a lease and answers with a run.
 
-The mechanism is generic (procedure replay today, graph evaluation later). An owning app registers each job kind it
-creates with a callback that runs after a job of that kind is answered (on commit), typically enqueueing a task that
-checks whether the whole evaluation is complete:
+Two kinds are registered, each from its app's AppConfig.ready, with callbacks run on commit when a job of that kind is
+answered or expires (typically enqueueing the task that checks whether the whole evaluation is complete):
+`procedure_replay` (procedures: a live replay's cases, procedures.live_replay_services) and `graph_evaluation`
+(graphs: the `agents` evaluator of evolution runs and certifications, graphs.evolution.jobs).
 
-    register_job_kind("procedure_replay", on_answered=lambda job_id, subject: ...)
+    register_job_kind("procedure_replay", on_answered=..., on_expired=...)
 
-Writes live in trajectories.job_services. Celery beat runs `reap_job_leases` every minute: leases that ran out return
+The rows are trajectories' `Job` model; every write (create, claim, answer, reap) is in trajectories.job_services and
+the agents' API in trajectories.jobs_api (`/api/v1/jobs`; procedures' `/api/v1/replays` is the same restricted to
+replays). This module holds the registry and the beat task `reap_job_leases` (every minute): leases that ran out return
 to the queue, jobs past their deadline expire.
 """
 

@@ -1,4 +1,8 @@
-"""Canonical JSON and content digests: sorted keys, compact separators, NaN refused, UTF-8 kept."""
+"""graphs.core's document helpers: the schema number of the documents the core writes (`SCHEMA_VERSION`: graphs,
+rejection memories, trace and checkpoint records), and canonical JSON with its SHA-256 digest (`canonical_json`,
+`sha256_digest`: sorted keys, compact separators, NaN refused, UTF-8 kept, read-only mappings written as objects).
+Graph digests, the revision stores, the paired gate's seed and objective digests are computed over it. Other apps
+keep their own canonical JSON (one shared copy is issue 28, item 6)."""
 
 from __future__ import annotations
 
