@@ -1,6 +1,6 @@
 """Demo data of accounts for `manage.py seed_demo`: the role groups, the demo users and the demo agent's token.
 
-Registered as the first demo seeders (config.demo_seeding); safe to run again and again.
+Registered as the first demo seeders (common.demo_seeding); safe to run again and again.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from config.demo_seeding import SeedContext, demo_seeder
+from common.demo_seeding import SeedContext, demo_seeder
 
 from .models import ApiToken, User
 from .roles import Role

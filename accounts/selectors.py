@@ -14,7 +14,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from config.fixed_queries import FixedQuery
+from common.fixed_queries import FixedQuery
 
 from .models import ApiToken, AuditEvent, User, actor_label
 

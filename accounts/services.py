@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.utils import timezone
 
-from config.text import plain_identifier_error
+from common.text import plain_identifier_error
 
 from . import throttle, token_cache
 from .models import ApiToken, AuditEvent, User

@@ -33,9 +33,9 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from config.settings_snapshot import SettingsSnapshot
+from common.settings_snapshot import SettingsSnapshot
 
-# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+# Read on every API call: kept as plain attributes (common/settings_snapshot.py).
 _settings = SettingsSnapshot("WAYMARK_TRUSTED_PROXY_COUNT")
 
 DEVICE_COOKIE_PREFIX = "waymark_device_"

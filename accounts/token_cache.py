@@ -30,13 +30,13 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Model
 from django.db.models.base import ModelState
 
-from config.local_copies import new_generation, shared_generation
-from config.settings_snapshot import SettingsSnapshot
+from common.local_copies import new_generation, shared_generation
+from common.settings_snapshot import SettingsSnapshot
 
 from .models import ApiToken, User
 from .tokens import Refusal
 
-# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+# Read on every API call: kept as plain attributes (common/settings_snapshot.py).
 _settings = SettingsSnapshot(
     "WAYMARK_TOKEN_CACHE_SECONDS",
     "WAYMARK_TOKEN_CACHE_CHECK_SECONDS",

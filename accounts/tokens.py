@@ -7,9 +7,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from config.settings_snapshot import SettingsSnapshot
+from common.settings_snapshot import SettingsSnapshot
 
-# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+# Read on every API call: kept as plain attributes (common/settings_snapshot.py).
 _settings = SettingsSnapshot("WAYMARK_TOKEN_PEPPER")
 
 TOKEN_PREFIX = "wm_"
@@ -72,7 +72,7 @@ def expiry_after(days: int | None, now: datetime) -> datetime | None:
 class Refusal:
     """Why a bearer token was refused. `guess` is True when the attempt could be guessing a live token (no token, a
     malformed one, an unknown prefix, a wrong secret): only those count against the client's address
-    (config/ratelimit.py). A revoked or expired token can never work again, and a deactivated user's genuine token is
+    (common/ratelimit.py). A revoked or expired token can never work again, and a deactivated user's genuine token is
     no guess: they are answered at once and not counted."""
 
     reason: str  # "malformed", "unknown", "wrong_secret", "revoked", "expired", "inactive_user"

@@ -498,7 +498,7 @@ def _bench_api():
     """A NinjaAPI of its own with one trivial operation behind the same bearer-token auth as the graphs API."""
     from ninja import NinjaAPI
 
-    from config.auth import scoped
+    from accounts.api_auth import scoped
 
     api = NinjaAPI(urls_namespace="bench", docs_url=None, openapi_url=None)
 

@@ -8,7 +8,7 @@ graphs, agent identities with a token each and a reader token (the token rate li
 measure the server), then gunicorn as the Procfile runs it (2 workers x 32 threads, Waymark's worker class).
 
 Part 1 (small batches): readers alone first (the idle baseline), then 50 writers (each an agent with its own token:
-the fair shares of config/fairshare.py would answer most of 50 concurrent requests of one token 429) POSTing batches
+the fair shares of common/fairshare.py would answer most of 50 concurrent requests of one token 429) POSTing batches
 of 10 runs (3 steps each) while 4 readers GET /api/v1/graphs/two-hop-qa/active.
 
 Part 2 (big batches: 250 runs x 10 steps, about 3 MB each; every writer its own agent and token; a writer answered

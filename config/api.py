@@ -8,23 +8,23 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from common.bodies import too_large, upload_limit
+from common.errors import ApiError
+from common.text import JsonBodyParser
 from graphs.api import router as graphs_router
 from llm.api import router as llm_router
 from procedures.api import router as procedures_router
 from reviews.api import router as reviews_router
 from trajectories.api import router as trajectories_router
 
-from .bodies import too_large, upload_limit
 from .busy import api_busy_response, is_database_busy
 from .error_views import GENERIC_400, SERVER_ERROR
-from .errors import ApiError
-from .text import JsonBodyParser
 
 logger = logging.getLogger("waymark.api")
 
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
 # Answers any operation may give besides its own: a URL too long (config/middleware.py), the rate limits
-# (config/ratelimit.py) and a database that stayed locked past its timeout on the embedded default (config/busy.py).
+# (common/ratelimit.py) and a database that stayed locked past its timeout on the embedded default (config/busy.py).
 # Declared once here rather than on each route: (description, response headers).
 EVERY_OPERATION_MAY_ANSWER = {
     "414": (
@@ -43,7 +43,7 @@ EVERY_OPERATION_MAY_ANSWER = {
     ),
 }
 
-# ... and every operation that reads a body (config/bodies.py), unless it declares its own 413.
+# ... and every operation that reads a body (common/bodies.py), unless it declares its own 413.
 BODY_TOO_LARGE = (
     "Content Too Large: the body is over DATA_UPLOAD_MAX_MEMORY_SIZE bytes (code `payload_too_large`, the limit in "
     "`details.max_bytes`); nothing was read or written"
@@ -92,7 +92,7 @@ def _error(request: HttpRequest, status: int, code: str, message: str, details=N
 @api.exception_handler(ApiError)
 def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
     response = _error(request, exc.status_code, exc.code, exc.message, exc.details)
-    for name, value in getattr(exc, "headers", {}).items():  # e.g. Retry-After on 429 (config/ratelimit.py)
+    for name, value in getattr(exc, "headers", {}).items():  # e.g. Retry-After on 429 (common/ratelimit.py)
         response[name] = value
     return response
 
@@ -127,7 +127,7 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
 
 @api.exception_handler(RequestDataTooBig)
 def on_body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    """Django refused to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE (config.bodies.BodyLimitMiddleware answers
+    """Django refused to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE (config.middleware.BodyLimitMiddleware answers
     most of these before the API runs: this covers a body whose size only showed while it was read)."""
     return on_api_error(request, too_large(upload_limit()))
 

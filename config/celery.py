@@ -5,8 +5,6 @@ import os
 
 from celery import Celery
 from celery.signals import setup_logging
-from django.db.utils import InterfaceError as DatabaseInterfaceError
-from django.db.utils import OperationalError as DatabaseOperationalError
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -23,10 +21,6 @@ def _configure_logging_from_django(**kwargs) -> None:
     logging.config.dictConfig(settings.LOGGING)
 
 
-# Errors worth a retry with backoff: the network and the broker (OSError covers ConnectionError and TimeoutError)
-# and a dropped or busy database connection. Tasks opt in: @shared_task(autoretry_for=TRANSIENT_ERRORS, ...).
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OSError, DatabaseOperationalError, DatabaseInterfaceError)
-
-# Every process that runs tasks stamps its liveness, and beat frees the leases of dead ones (config/liveness.py): the
+# Every process that runs tasks stamps its liveness, and beat frees the leases of dead ones (common/liveness.py): the
 # module connects the worker signals, so it is imported wherever the app is.
-from config import liveness  # noqa: E402, F401
+import common.liveness  # noqa: E402, F401

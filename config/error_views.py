@@ -7,7 +7,7 @@ people: a 400's reason only from BadRequest (a SuspiciousOperation's text names 
 and a 404's from the view's own message. 500 renders with an empty context and no request, so it needs neither the
 database nor a working session: its navigation is static. The 414 page is answered by
 config.middleware.LongUrlMiddleware below the server's own limit, and by the Procfile's gunicorn worker class
-(config.gunicorn_worker) above it. The 413 page is answered by config.bodies.BodyLimitMiddleware for a body over
+(config.gunicorn_worker) above it. The 413 page is answered by config.middleware.BodyLimitMiddleware for a body over
 DATA_UPLOAD_MAX_MEMORY_SIZE, before the CSRF check or a view reads it.
 """
 

@@ -1,6 +1,6 @@
 """The worker heartbeat: beat enqueues `heartbeat` every minute, a worker stamps the time in the cache, /healthz
 reads its age. A fresh stamp proves beat, the broker and at least one worker are all running. Which worker processes
-are alive, one by one (to take a dead one's leases over), is config/liveness.py's."""
+are alive, one by one (to take a dead one's leases over), is common/liveness.py's."""
 
 from __future__ import annotations
 

@@ -24,15 +24,31 @@ after the POST) is a GET that Django answers with an empty 405. Such a GET redir
 (PAGE_OF names the few whose page is not the nearest address above them); any other method a page does not take gets
 the styled 405 page. Under /api/ ninja's plain-text 405 (a method an operation's path does not take) becomes the
 Error body, with its Allow header.
+
+BodyLimitMiddleware: Django refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE by raising RequestDataTooBig wherever the
+body is first read: inside a ninja operation (which would answer it as an unexpected error, 500) or in the CSRF check
+of a page form (Django's 400, the debug page under DEBUG). This middleware answers before any of that, from the
+declared Content-Length, without reading the body: 413 with the API's Error body under /api/, the styled 413 page
+elsewhere (config/error_views.py). A body sent chunked (no Content-Length) reaches a WSGI application as an empty body
+unless it is read from the server's input stream to its end, which the server allows when it sets
+`wsgi.input_terminated` (gunicorn does): the middleware then reads at most the limit plus one byte; past the limit it
+answers 413 without reading further, within it the body is handed on as if it had come with its Content-Length. A
+server that does not terminate its input stream gets 411 Length Required. The limit and the readers that ingest and
+OTLP use under their own, smaller limit are in common/bodies.py.
 """
 
+from io import BytesIO
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect, JsonResponse
 from django.middleware.common import CommonMiddleware
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, Resolver404, get_script_prefix, resolve, reverse
+
+from common.bodies import READ_CHUNK, declared_length, is_chunked, upload_limit
+from common.errors import ApiError
 
 from . import error_views
 
@@ -183,3 +199,65 @@ class PageMethodMiddleware:
                 moved["Allow"] = allowed  # what the address itself takes (RFC 9110 §10.2.1 allows it on any answer)
             return moved
         return error_views.method_not_allowed(request, allowed=allowed, page=page)
+
+
+# --- BodyLimitMiddleware ----------------------------------------------------------------------------------------------
+
+
+def _read_chunked(request: HttpRequest, limit: int) -> bytes | None:
+    """The whole chunked body from the server's (terminated) input stream, or None past `limit` bytes."""
+    stream = request.META["wsgi.input"]
+    chunks, size = [], 0
+    while chunk := stream.read(min(READ_CHUNK, limit + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+    return b"".join(chunks)
+
+
+def _refusal(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
+    """400 / 411: the API's Error body under /api/, a plain text elsewhere (no browser sends such a request)."""
+    if error_views.is_api(request):
+        return error_views.api_error(status, code, message)
+    return error_views.plain_error(request, status, message)
+
+
+def oversized_response(request: HttpRequest, limit: int) -> HttpResponse:
+    """413: the API's Error body under /api/, the styled page elsewhere."""
+    return error_views.payload_too_large(request, limit=limit)
+
+
+class BodyLimitMiddleware:
+    """413 for a body over DATA_UPLOAD_MAX_MEMORY_SIZE before any view or the CSRF check reads it (see above)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = upload_limit()
+        try:
+            declared = declared_length(request)
+        except ApiError as exc:
+            return _refusal(request, 400, exc.code, exc.message)
+        if declared is None and is_chunked(request):
+            refused = self._take_chunked(request, limit)
+            if refused is not None:
+                return refused
+        elif limit is not None and declared is not None and declared > limit:
+            return oversized_response(request, limit)
+        return self.get_response(request)
+
+    @staticmethod
+    def _take_chunked(request: HttpRequest, limit: int | None) -> HttpResponse | None:
+        if not request.META.get("wsgi.input_terminated"):
+            message = "send the body with a Content-Length (this server cannot read a chunked body to its end)"
+            return _refusal(request, 411, "length_required", message)
+        body = _read_chunked(request, limit if limit is not None else 2**62)
+        if body is None:
+            return oversized_response(request, limit)
+        # As if the body had come with its length: Django's request reads `_stream` (WSGIRequest set it to read 0
+        # bytes of the input for want of a Content-Length).
+        request.META["CONTENT_LENGTH"] = str(len(body))
+        request._stream = LimitedStream(BytesIO(body), len(body))
+        return None

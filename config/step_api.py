@@ -2,14 +2,14 @@
 
 Agents call these on every step: GET /api/v1/graphs/{ws}/active, POST /api/v1/graphs/{ws}/guidance and
 GET /api/v1/procedures. Each is served here without django-ninja's operation machinery (signature binding, response
-validation, rendering): the same token check (config.auth.authenticate: scopes, 401/403/429), the same handler code
-(the `*_response` functions of graphs.api and procedures.api, which answer from prepared bytes), and every error
+validation, rendering): the same token check (accounts.api_auth.authenticate: scopes, 401/403/429), the same handler
+code (the `*_response` functions of graphs.api and procedures.api, which answer from prepared bytes), and every error
 answered by the ninja API's own exception handlers (config.api), so the Error body and headers are the same.
 
 The ninja operations stay where they were: they document these calls in /api/v1/openapi.json, and they answer
 anything unusual — another method, or a guidance body that is not valid JSON or does not match its schema — so those
 answers (405, 400, 422 and their details) come from one implementation. A request handed over is not counted twice
-by the rate limit (config.auth.authenticate remembers it passed).
+by the rate limit (accounts.api_auth.authenticate remembers it passed).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.api_auth import authenticate
 from graphs import api as graphs_api
 from procedures import api as procedures_api
 
 from .api import api
-from .auth import authenticate
 
 API_PREFIX = "api/v1/"  # where config.urls mounts the API
 # handler(request, **path kwargs) -> a response, or None to hand the request over to the ninja operation

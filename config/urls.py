@@ -24,7 +24,7 @@ def api_not_found(request: HttpRequest) -> JsonResponse:
 ninja_urls = api.urls
 urlpatterns = [
     *step_urlpatterns(API_PREFIX, ninja_urls[0]),  # the per-step calls (first: matched on every agent step)
-    path("", views.dashboard, name="dashboard"),
+    path("", include("dashboard.urls")),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("accounts.urls")),
     path("trajectories/", include("trajectories.urls")),

@@ -1,20 +1,12 @@
-"""Pages that belong to no single app: the dashboard and the health check."""
+"""The health check: /healthz, for load balancers and operators."""
 
-from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, JsonResponse
 
-from . import dashboard as dashboard_selectors
 from .celery import app as celery_app
 from .health_start import is_starting
 from .heartbeat import worker_state
-
-
-@login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard.html", dashboard_selectors.dashboard_context(request.user))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -12,12 +12,12 @@ from django.utils.http import parse_etags
 from ninja import Query, Router, Status
 from pydantic import ValidationError
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.cursors import InvalidCursor
-from config.errors import ApiError, Error
-from config.plain_models import plain_model
-from config.text import first_unencodable, is_json_request
+from common.cursors import InvalidCursor
+from common.errors import ApiError, Error
+from common.plain_models import plain_model
+from common.text import first_unencodable, is_json_request
 from llm.core import ModelError, ModelReplyIncomplete, ModelReplyInvalid
 
 from . import cache, selectors
@@ -279,7 +279,7 @@ def guidance(request: HttpRequest, ws: str, payload: GuidanceIn):
 
 
 def step_guidance_response(request: HttpRequest, ws: str) -> HttpResponse | None:
-    """config.step_api's guidance: the body validated against GuidanceIn's plain twin here (config.plain_models), or
+    """config.step_api's guidance: the body validated against GuidanceIn's plain twin here (common.plain_models), or
     None for a body that is not JSON, not valid JSON or does not match the schema (the ninja operation then answers
     it, with its 400/422 details)."""
     if not is_json_request(request):

@@ -17,4 +17,4 @@ class GraphsConfig(AppConfig):
         from .evolution.jobs import JOB_KIND
 
         register_job_kind(JOB_KIND, on_answered=_on_evaluation_job, on_expired=_on_evaluation_job)
-        from . import lease_takeover_services  # noqa: F401 (a dead worker's runs are taken over: config.liveness)
+        from . import lease_takeover_services  # noqa: F401 (a dead worker's runs are taken over: common.liveness)

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from config.local_copies import Recent
+from common.local_copies import Recent
 from graphs.core import Graph, serialize_context, sha256_digest
 
 ACTIVE_TTL = 60

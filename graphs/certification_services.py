@@ -482,7 +482,7 @@ def measure_arm(certification: GraphCertification, evaluator: Any, arm: str) -> 
 def certification_step(*, certification_id: int, worker: str, now: datetime | None = None) -> GraphCertification | None:
     """Measure what is left of a certification and finish it if it is free; None when another worker holds it or
     it has ended. Waits (status waiting, lease released) while agents have jobs to answer."""
-    from config.celery import TRANSIENT_ERRORS
+    from common.retry import TRANSIENT_ERRORS
 
     from .evolution.jobs import certification_prefix
     from .evolution.sources import certification_evaluator

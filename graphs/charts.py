@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from config import charts
+from common import charts
 from trajectories.selectors import guided_runs_per_day
 
 from .models import Workspace

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.services import Actor
-from config.demo_seeding import SeedContext, demo_seeder
+from common.demo_seeding import SeedContext, demo_seeder
 from graphs.core import Graph
 
 from . import revisions, services
@@ -134,7 +134,7 @@ def ensure_demo_policy(*, actor: Actor) -> None:
 
 @demo_seeder("graphs", after=("users",))
 def seed_demo_graphs_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding): one summary line."""
+    """The seed_demo step (common.demo_seeding): one summary line."""
     result = seed_demo_graphs(actor=ctx.actor)
     ensure_demo_policy(actor=ctx.actor)
     lab = seed_lab_workspace(actor=ctx.actor)

@@ -1,6 +1,6 @@
 """Evolution runs whose step's worker process died are taken over now, not when their lease runs out.
 
-config.liveness (beat, every few seconds) asks `evolution_lease_holders()` for the owners of live run leases and
+common.liveness (beat, every few seconds) asks `evolution_lease_holders()` for the owners of live run leases and
 hands those whose process stopped stamping its liveness to `evolution_leases_release`, which ends their leases (only
 runs still running under that owner: a conditional update) with an audit event from the system actor, and enqueues
 `graphs.evolution_reap` on commit: the next step claims the run and resumes it from its checkpoints at once.
@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.liveness import register_leases
+from common.liveness import register_leases
 
 from .models import EvolutionRun
 

@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef
 from django.urls import reverse
 
 from accounts.services import Actor, audit_record
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 from graphs.core import skeleton
 from graphs.core.diff import graph_diff, to_mermaid_diff
 from reviews.activations import activated_since

@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404
 
-from config.cursors import IntCursor
+from common.cursors import IntCursor
 from graphs.core import Graph
 from uplift.core.canary import CONTROL, MAX_KEY, serve
 

@@ -7,7 +7,7 @@ import socket
 
 from celery import shared_task
 
-from config.celery import TRANSIENT_ERRORS
+from common.retry import TRANSIENT_ERRORS
 
 from . import certification_services
 from .evolution import services

@@ -14,10 +14,10 @@ from typing import Annotated
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.cursors import InvalidCursor
-from config.errors import ApiError, Error
+from common.cursors import InvalidCursor
+from common.errors import ApiError, Error
 
 from . import window_selectors as selectors
 from .taxonomy_schemas import AlertDecisionIn, AlertOut, AlertPageIn, AlertPageOut

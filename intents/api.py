@@ -6,10 +6,10 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.cursors import InvalidCursor
-from config.errors import ApiError, Error
+from common.cursors import InvalidCursor
+from common.errors import ApiError, Error
 
 from . import selectors, services
 from .schemas import CandidatePageIn, CandidatePageOut, CandidatesIn, CandidatesSubmitOut, VectorsIn, VectorsOut

@@ -12,4 +12,4 @@ class IntentsConfig(AppConfig):
 
         register_intent_key(normalize_intent)
         audit_blinding.register()  # judgments in the audit log are sealed until the candidate is placed
-        from . import lease_takeover_services  # noqa: F401 (a dead worker's runs are taken over: config.liveness)
+        from . import lease_takeover_services  # noqa: F401 (a dead worker's runs are taken over: common.liveness)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Exists, OuterRef, QuerySet
 
 from accounts.services import Actor
-from config.demo_seeding import SeedContext, demo_seeder
+from common.demo_seeding import SeedContext, demo_seeder
 from reviews.selectors import has_judged, latest_request_for
 from reviews.services import judgment_submit
 from trajectories.demo import DEMO_SOURCE
@@ -368,7 +368,7 @@ def _now_or_there(now: bool) -> str:
 
 @demo_seeder("intents", after=("reviews",), needs=("users", "runs"))
 def seed_demo_intents_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding): one summary line."""
+    """The seed_demo step (common.demo_seeding): one summary line."""
     result = seed_demo_intents(users=ctx.users, agent=ctx.agent_actor)
     parts = []
     if result.proposal is not None:

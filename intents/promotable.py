@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 from reviews.registry import (
     Choice,
     Description,

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
-from config.cursors import IntCursor
+from common.cursors import IntCursor
 from trajectories.selectors import run_queryset
 
 from .models import IntentBatchRun, IntentCandidateRecord, IntentProposalBatch, IntentProposalRun

@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.text import plain_identifier_error
+from common.text import plain_identifier_error
 from llm.core import ChatModel, MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel

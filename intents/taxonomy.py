@@ -26,7 +26,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.text import plain_identifier_error
+from common.text import plain_identifier_error
 from reviews.errors import Conflict, Invalid, NotAllowed
 from reviews.services import promotion_propose
 

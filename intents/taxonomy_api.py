@@ -16,10 +16,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.http import parse_etags
 from ninja import Path, Query, Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.cursors import IntCursor, InvalidCursor
-from config.errors import ApiError, Error
+from common.cursors import IntCursor, InvalidCursor
+from common.errors import ApiError, Error
 from reviews.errors import ReviewError
 
 from . import taxonomy, taxonomy_selectors

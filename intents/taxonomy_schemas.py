@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
 
-from config.text import require_storable
+from common.text import require_storable
 
 from .taxonomy import MAX_COMMENT
 

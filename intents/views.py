@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.services import Actor
-from config.cursors import InvalidCursor
+from common.cursors import InvalidCursor
 
 from . import selectors
 from .core.candidates import IntentKind

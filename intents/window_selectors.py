@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Q
 from django.http import Http404
 
-from config.cursors import IntCursor
+from common.cursors import IntCursor
 from trajectories.choices import EVALUATION_SOURCE
 from trajectories.selectors import run_queryset
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.services import Actor
-from config.cursors import InvalidCursor
+from common.cursors import InvalidCursor
 
 from . import window_selectors as selectors
 from .window_forms import AnalyzeWindowForm, CompareForm, DecideAlertForm

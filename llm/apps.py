@@ -6,7 +6,7 @@ class LlmConfig(AppConfig):
     verbose_name = "Model gateway"
 
     def ready(self) -> None:
-        from config.reaper import register_stuck_work
+        from common.reaper import register_stuck_work
 
         from .services import model_calls_abandon_stuck
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from config.demo_seeding import seeding_the_demo
+from common.demo_seeding import seeding_the_demo
 from llm.core import ChatModel
 
 from .demo import demo_chat_model
@@ -13,7 +13,7 @@ from .services import Subject
 
 
 def model_is_scripted() -> bool:
-    """No key, or the demo being seeded (config.demo_seeding.scripted_seeding)."""
+    """No key, or the demo being seeded (common.demo_seeding.scripted_seeding)."""
     return not settings.ANTHROPIC_API_KEY or seeding_the_demo()
 
 

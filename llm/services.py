@@ -1,7 +1,7 @@
 """Every write of llm: the ModelCall ledger.
 
 A ledger row is itself the record of a call, so these services write no separate audit event (docs/decisions.md);
-the reaper's `modelcall.reaped` is audited (`model_calls_abandon_stuck`, registered with config/reaper.py). Each
+the reaper's `modelcall.reaped` is audited (`model_calls_abandon_stuck`, registered with common/reaper.py). Each
 service is one durable transaction, so a model call can never be recorded from inside someone else's transaction.
 """
 

@@ -12,13 +12,13 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.bodies import read_limited_body, too_large
-from config.errors import ApiError, Error
-from config.ingest_gate import ingest_admitted
-from config.jsonbody import DuplicateKey, loads_unique
-from config.text import printable_key
+from common.bodies import read_limited_body, too_large
+from common.errors import ApiError, Error
+from common.ingest_gate import ingest_admitted
+from common.jsonbody import DuplicateKey, loads_unique
+from common.text import printable_key
 
 from . import services
 from .core.spans import DecodedSpans, MalformedOtlp, decode, export_response
@@ -158,7 +158,7 @@ def _decoded(request: HttpRequest, encoding: str) -> DecodedSpans:
 )
 def export_traces(request: HttpRequest):
     encoding = _encoding(request)
-    # 413 / 429 past the token's or the agent's share / 503 without room for the body (config/ingest_gate.py)
+    # 413 / 429 past the token's or the agent's share / 503 without room for the body (common/ingest_gate.py)
     with ingest_admitted(request, settings.WAYMARK_INGEST_MAX_BYTES):
         outcome = services.otlp_export(actor=Actor.of_request(request), decoded=_decoded(request, encoding))
     payload = export_response(

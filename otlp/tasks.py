@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from config.celery import TRANSIENT_ERRORS
+from common.retry import TRANSIENT_ERRORS
 
 
 @shared_task(

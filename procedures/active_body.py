@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from ninja.responses import NinjaJSONEncoder
 
-from config.local_copies import Recent
+from common.local_copies import Recent
 from uplift.core.canary import CONTROL, serve
 
 from . import selectors

@@ -9,9 +9,9 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from ninja import Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.errors import ApiError, Error
+from common.errors import ApiError, Error
 from trajectories.jobs_api import CLAIM_RESPONSES, RESULT_RESPONSES, answer_job, claim_job
 from trajectories.schemas import ResultIn
 

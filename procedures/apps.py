@@ -21,7 +21,7 @@ class ProceduresConfig(AppConfig):
         # An offline replay holds a lease (procedures.offline_replay_services): a dead worker's replay is taken over
         # by the redelivered message or requeued by the beat (procedures.requeue_expired_replays), not reaped blindly.
         # Live replays end at their own deadline (replay_live_settle).
-        from . import lease_takeover_services  # noqa: F401 (and a dead worker's are taken over: config.liveness)
+        from . import lease_takeover_services  # noqa: F401 (and a dead worker's are taken over: common.liveness)
 
 
 def _list_changed(**_kwargs) -> None:

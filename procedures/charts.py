@@ -2,7 +2,7 @@
 history, each version's replay metrics over version numbers (docs/decisions.md: "Charts").
 
 `replay_charts` shapes what `selectors.version_page` already read (no query); `procedure_trends` is one query.
-Specs are config.charts.chart_spec dicts for static/js/charts.js; the templates put the same numbers in tables.
+Specs are common.charts.chart_spec dicts for static/js/charts.js; the templates put the same numbers in tables.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from config import charts
+from common import charts
 
 from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus
 from .selectors import VersionPage

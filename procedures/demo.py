@@ -19,7 +19,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from accounts.services import Actor
-from config.demo_seeding import SeedContext, demo_seeder
+from common.demo_seeding import SeedContext, demo_seeder
 from trajectories.demo import DEMO_SOURCE
 
 from . import errors, live_replay_services, mining_services, offline_replay_services
@@ -118,7 +118,7 @@ def demo_review_version(*, actor: Actor) -> ProcedureVersion | None:
 
 @demo_seeder("procedures", after=("runs", "agent-token"), needs=("runs",))
 def seed_demo_procedures_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding)."""
+    """The seed_demo step (common.demo_seeding)."""
     return "procedures: " + "; ".join(seed_demo_procedures(actor=ctx.actor, agent=ctx.agent_actor))
 
 
@@ -174,7 +174,7 @@ def seed_demo_certification(*, actor: Actor, agent: Actor | None, users: dict) -
 
 @demo_seeder("certification", after=("reviews",), needs=("procedures", "users"))
 def seed_demo_certification_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding)."""
+    """The seed_demo step (common.demo_seeding)."""
     return "certification: " + seed_demo_certification(actor=ctx.actor, agent=ctx.agent_actor, users=ctx.users)
 
 
@@ -253,5 +253,5 @@ def _procedure_keys(intent: str) -> list[str]:
 
 @demo_seeder("watches", after=("certification",), needs=("procedures", "users"))
 def seed_demo_watches_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding)."""
+    """The seed_demo step (common.demo_seeding)."""
     return "watches: " + seed_demo_watches(actor=ctx.actor, users=ctx.users)

@@ -1,6 +1,6 @@
 """Offline replays held by a worker process that died are taken over now, not when their lease runs out.
 
-config.liveness (beat, every few seconds) asks `replay_lease_holders()` for the owners of live replay leases and
+common.liveness (beat, every few seconds) asks `replay_lease_holders()` for the owners of live replay leases and
 hands those whose process stopped stamping its liveness to `replay_leases_release`, which ends their leases (only
 rows still running under that owner: a conditional update) with an audit event from the system actor, and enqueues
 `procedures.requeue_expired_replays` on commit: the usual take-over (a fresh claim, attempts counted) runs at once.
@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.liveness import register_leases
+from common.liveness import register_leases
 
 from .models import ReplayMode, ReplayRun, ReplayStatus
 

@@ -18,7 +18,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.text import plain_identifier_error
+from common.text import plain_identifier_error
 from intents.taxonomy_selectors import RunGroup, runs_of_intent
 from procedures import core
 from procedures.core.columns import learn_streamed

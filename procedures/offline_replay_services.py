@@ -207,7 +207,7 @@ def _gave_up(replay: ReplayRun, attempts: int) -> str:
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
-    from config.celery import TRANSIENT_ERRORS
+    from common.retry import TRANSIENT_ERRORS
 
     return TRANSIENT_ERRORS
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 from intents.taxonomy_selectors import runs_of_intent
 from reviews.activations import activated_since
 from reviews.registry import (

@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from accounts.services import Actor
-from config.celery import TRANSIENT_ERRORS
+from common.retry import TRANSIENT_ERRORS
 
 from . import errors, live_replay_services, mining_services, offline_replay_services
 from .models import ReplayRun

@@ -9,9 +9,9 @@ from typing import Annotated
 from django.http import HttpRequest
 from ninja import Path, Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.errors import ApiError, Error
+from common.errors import ApiError, Error
 
 from . import selectors, services
 from .errors import ReviewError

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accounts.services import Actor
-from config.demo_seeding import SeedContext, demo_seeder
+from common.demo_seeding import SeedContext, demo_seeder
 
 from . import rubric_demo  # noqa: F401 (registers the "rubrics" demo seeder)
 from .errors import ReviewError
@@ -55,5 +55,5 @@ def seed_demo_reviews(*, actor: Actor, proposer: User) -> list[str]:
 
 @demo_seeder("reviews", after=("procedures", "graphs"), needs=("users",))
 def seed_demo_reviews_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding): otto proposes, rita and rob (and admin) can judge."""
+    """The seed_demo step (common.demo_seeding): otto proposes, rita and rob (and admin) can judge."""
     return "reviews: " + "; ".join(seed_demo_reviews(actor=ctx.actor, proposer=ctx.users["otto"]))

@@ -1,6 +1,6 @@
 """Rubric jobs whose worker process died are taken over now, not when their lease runs out.
 
-config.liveness (beat, every few seconds) asks `rubric_lease_holders()` for the owners of live job leases and hands
+common.liveness (beat, every few seconds) asks `rubric_lease_holders()` for the owners of live job leases and hands
 those whose process stopped stamping its liveness to `rubric_leases_release`, which ends their leases (only jobs
 still running under that owner: a conditional update) with an audit event from the system actor, and enqueues
 `reviews.rubric_reap` on commit: the job is claimed again at once, keeping the judges already written.
@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
-from config.liveness import register_leases
+from common.liveness import register_leases
 
 from .rubric_models import RubricJob, RubricJobStatus
 

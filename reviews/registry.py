@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 
 DEFAULT_APPROVALS_REQUIRED = 2
 

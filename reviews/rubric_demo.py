@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accounts.services import Actor
-from config.demo_seeding import SeedContext, demo_seeder
+from common.demo_seeding import SeedContext, demo_seeder
 
 from . import rubrics
 from .models import PromotionRequest
@@ -222,7 +222,7 @@ def seed_demo_rubrics(*, users: dict[str, User]) -> DemoRubric:
 
 @demo_seeder("rubrics", after=("intents",), needs=("users", "runs"))
 def seed_demo_rubrics_step(ctx: SeedContext) -> str:
-    """The seed_demo step (config.demo_seeding): one summary line."""
+    """The seed_demo step (common.demo_seeding): one summary line."""
     result = seed_demo_rubrics(users=ctx.users)
     if result.version is None:
         return f"rubrics: none ({result.note or 'no refund runs'})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.urls import reverse
 
 from accounts.services import Actor
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 
 from . import rubric_audit_blinding  # noqa: F401 (seals people's rubric.assess events until one's own)
 from .registry import (

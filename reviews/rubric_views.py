@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 
 from . import rubric_selectors as selectors
 from . import rubrics as services

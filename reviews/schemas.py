@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StringConstraints
 
-from config.text import require_plain_identifier
+from common.text import require_plain_identifier
 from uplift.schemas import CertificateSummaryOut, SafetyOut
 
 

@@ -25,7 +25,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
-from config.parsing import int_or_none
+from common.parsing import int_or_none
 from uplift import selectors as uplift_selectors
 
 from . import activations, registry, rubric_selectors, selectors, services, webhooks

@@ -16,7 +16,7 @@ from tests.trajectories.factories import ingest, run_item
 from tests.write_guard import ROOT, Violation, writes_recorded
 from trajectories.models import Run
 
-APPS = ["accounts", "trajectories", "llm", "graphs", "procedures", "intents", "reviews", "config", "otlp"]
+APPS = ["accounts", "trajectories", "llm", "graphs", "procedures", "intents", "reviews", "config", "otlp", "dashboard"]
 THIN_MODULES = ("views.py", "api.py", "tasks.py")
 
 

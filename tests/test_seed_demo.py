@@ -264,7 +264,7 @@ def failing_seeder(monkeypatch):
     """Replace one registered seeder's step by one that raises."""
     from dataclasses import replace
 
-    from config import demo_seeding
+    from common import demo_seeding
 
     demo_seeding.demo_seeders()  # every app's demo module imported: the registry is complete
 

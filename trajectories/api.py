@@ -9,14 +9,14 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.bodies import read_limited_body
-from config.cursors import InvalidCursor
-from config.errors import ApiError, Error
-from config.ingest_gate import ingest_admitted
-from config.jsonbody import DuplicateKey, loads_unique
-from config.text import NOT_JSON_MESSAGE, is_json_request, printable_key
+from common.bodies import read_limited_body
+from common.cursors import InvalidCursor
+from common.errors import ApiError, Error
+from common.ingest_gate import ingest_admitted
+from common.jsonbody import DuplicateKey, loads_unique
+from common.text import NOT_JSON_MESSAGE, is_json_request, printable_key
 
 from . import selectors, services
 from .schemas import IngestIn, IngestOut, RunDetailOut, RunFilterIn, RunIn, RunPageOut, inlined_json_schema
@@ -34,7 +34,7 @@ token or its agent already has its share of ingest requests in flight (WAYMARK_I
 
 
 def _body_text(request: HttpRequest) -> str:
-    """The body as text. The raw bytes are dropped on return (the request keeps no copy: config.bodies)."""
+    """The body as text. The raw bytes are dropped on return (the request keeps no copy: common.bodies)."""
     body = read_limited_body(request, settings.WAYMARK_INGEST_MAX_BYTES)
     if body and not is_json_request(request):  # an empty body is malformed JSON whatever its type
         raise ApiError(400, "unsupported_media_type", NOT_JSON_MESSAGE, {"content_type": request.content_type or ""})
@@ -96,7 +96,7 @@ def _invalid(errors: list[dict[str, Any]]) -> ApiError:
     },
 )
 def ingest(request: HttpRequest):
-    # 413 / 429 past the token's or the agent's share / 503 without room for the body (config/ingest_gate.py)
+    # 413 / 429 past the token's or the agent's share / 503 without room for the body (common/ingest_gate.py)
     with ingest_admitted(request, settings.WAYMARK_INGEST_MAX_BYTES):
         try:
             # validated models pass through the service's validation as they are (pydantic does not revalidate them)

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from config.local_copies import new_generation, shared_generation
+from common.local_copies import new_generation, shared_generation
 
 log = logging.getLogger("waymark.trajectories")
 GENERATION_KEY = "waymark:trajectories:closed-days"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from config.text import SURROGATE_MESSAGE, dotted, first_unencodable
+from common.text import SURROGATE_MESSAGE, dotted, first_unencodable
 
 from .core.openai_chat import TranscriptError, transcript_to_run_item
 

@@ -14,9 +14,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.errors import ApiError, Error
+from common.errors import ApiError, Error
 
 from . import job_services
 from .jobs import registered_job_kinds

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
-from config.formats import fixed, truncate
+from common.formats import fixed, truncate
 
 from .models import Step
 from .selectors import WaterfallDrawing

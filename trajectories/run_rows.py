@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
 
-from config.formats import fixed, truncate
+from common.formats import fixed, truncate
 
 # (key, header, whether the cell is a number): the run column is always shown, every other one may be hidden.
 COLUMNS = (

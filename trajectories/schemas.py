@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints
 
-from config.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_plain_identifier, require_storable
+from common.text import SURROGATE_MESSAGE, dotted, first_unencodable, require_plain_identifier, require_storable
 
 MAX_STEPS_PER_RUN = 2000
 MAX_TASK_CHARS = 20_000
@@ -75,7 +75,7 @@ def label(max_length: int) -> Any:
 
 def identity(max_length: int) -> Any:
     """A run identity part (source, external_id): NFC-normalized before it is stripped and its length is checked;
-    no invisible or direction-changing character (config.text.require_plain_identifier)."""
+    no invisible or direction-changing character (common.text.require_plain_identifier)."""
     return Annotated[text(max_length, required=True), BeforeValidator(_nfc), AfterValidator(require_plain_identifier)]
 
 

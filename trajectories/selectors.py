@@ -24,9 +24,9 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from config.cursors import IntCursor, InvalidCursor
-from config.fixed_queries import FixedQuery
-from config.local_copies import Recent
+from common.cursors import IntCursor, InvalidCursor
+from common.fixed_queries import FixedQuery
+from common.local_copies import Recent
 
 from . import closed_days
 from .core.search import search_terms

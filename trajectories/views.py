@@ -17,7 +17,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from config.cursors import InvalidCursor
+from common.cursors import InvalidCursor
 from reviews import rubric_selectors
 
 from . import explorer_columns, run_markup, selectors

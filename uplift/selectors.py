@@ -197,7 +197,7 @@ def certificate_view(certificate: Certificate, *, pairs_shown: int | None = PAIR
     with their intervals (a chart spec and its table), the reuse of its split, the models, and the repairs and
     breakages (critical first, at most PAIRS_SHOWN) with the runs to compare. Two queries (the split's ledger
     count is the split row's)."""
-    from config.charts import chart_spec, series
+    from common.charts import chart_spec, series
 
     totals = certificate.totals or {}
     policy = certificate.policy or {}
@@ -312,7 +312,7 @@ def watch_by_id(watch_id: int) -> Watch | None:
 def watch_view(watch: Watch) -> dict:
     """What a watch's page shows beyond its row: per look, each arm's success and score and the bound of Δ (charts
     and their tables), newest first in the tables."""
-    from config.charts import chart_spec, series
+    from common.charts import chart_spec, series
 
     points = watch.history or []
     labels = [point["at"][5:16].replace("T", " ") for point in points]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from config.liveness import process_name
+from common.liveness import process_name
 
 from . import services, watch_services
 

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "reviews",
     "otlp",
     "uplift",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -61,8 +62,9 @@ MIDDLEWARE = [
     "config.middleware.HtmxLoginMiddleware",
     "config.middleware.PageMethodMiddleware",
     "config.middleware.LongUrlMiddleware",
-    # a body over DATA_UPLOAD_MAX_MEMORY_SIZE answers 413 before the CSRF check or a view reads it (config/bodies.py)
-    "config.bodies.BodyLimitMiddleware",
+    # a body over DATA_UPLOAD_MAX_MEMORY_SIZE answers 413 before the CSRF check or a view reads it
+    # (config/middleware.py)
+    "config.middleware.BodyLimitMiddleware",
     "config.middleware.RejectNulMiddleware",
     "config.busy.DatabaseBusyMiddleware",
 ]
@@ -140,7 +142,7 @@ else:
             "LOCATION": str(VAR_DIR / "cache"),
         }
     }
-# Worker liveness stamps (config/liveness.py) have an alias of their own: on the embedded default their own folder,
+# Worker liveness stamps (common/liveness.py) have an alias of their own: on the embedded default their own folder,
 # so that culling the other entries (sessions, counters) never drops a stamp; on Redis the same server.
 CACHES["liveness"] = (
     {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
@@ -206,9 +208,9 @@ CELERY_TASK_TIME_LIMIT = env_int("WAYMARK_TASK_TIME_LIMIT", 15 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("WAYMARK_TASK_SOFT_TIME_LIMIT", 14 * 60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("WAYMARK_TASKS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_IMPORTS = ("config.reaper", "config.heartbeat", "config.liveness", "trajectories.jobs")
+CELERY_IMPORTS = ("common.reaper", "config.heartbeat", "common.liveness", "trajectories.jobs")
 CELERY_BEAT_SCHEDULE = {
-    "reap-stuck-work": {"task": "config.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
+    "reap-stuck-work": {"task": "common.reaper.reap_stuck_work", "schedule": timedelta(minutes=1)},
     "reap-job-leases": {"task": "trajectories.jobs.reap_job_leases", "schedule": timedelta(minutes=1)},
     "settle-overdue-replays": {"task": "procedures.settle_overdue_replays", "schedule": timedelta(minutes=1)},
     "requeue-expired-replays": {"task": "procedures.requeue_expired_replays", "schedule": timedelta(minutes=1)},
@@ -225,14 +227,14 @@ CELERY_BEAT_SCHEDULE = {
 }
 # /healthz calls the worker "stale" when the last heartbeat is older than this (three missed beats by default).
 WAYMARK_HEARTBEAT_STALE_SECONDS = env_int("WAYMARK_HEARTBEAT_STALE_SECONDS", 180)
-# Worker liveness (config/liveness.py): each process that runs tasks stamps itself every STAMP seconds; beat looks
+# Worker liveness (common/liveness.py): each process that runs tasks stamps itself every STAMP seconds; beat looks
 # every CHECK seconds for leases whose owner's stamp is older than STALE and ends them, so the work is taken over
 # within STALE + CHECK seconds of a worker's death instead of when its lease runs out.
 WAYMARK_LIVENESS_STAMP_SECONDS = env_int("WAYMARK_LIVENESS_STAMP_SECONDS", 5)
 WAYMARK_LIVENESS_STALE_SECONDS = env_int("WAYMARK_LIVENESS_STALE_SECONDS", 30)
 WAYMARK_LIVENESS_CHECK_SECONDS = env_int("WAYMARK_LIVENESS_CHECK_SECONDS", 15)
 CELERY_BEAT_SCHEDULE["release-dead-leases"] = {
-    "task": "config.liveness.release_dead_leases",
+    "task": "common.liveness.release_dead_leases",
     "schedule": timedelta(seconds=WAYMARK_LIVENESS_CHECK_SECONDS),
 }
 
@@ -247,14 +249,14 @@ WAYMARK_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int("WAYMARK_LOGIN_MAX_FAILURES_PER
 WAYMARK_LOGIN_LOCKOUT_SECONDS = env_int("WAYMARK_LOGIN_LOCKOUT_SECONDS", 300)
 WAYMARK_LOGIN_DEVICE_COOKIE_DAYS = env_int("WAYMARK_LOGIN_DEVICE_COOKIE_DAYS", 90)
 WAYMARK_TRUSTED_PROXY_COUNT = env_int("WAYMARK_TRUSTED_PROXY_COUNT", 0)
-# API rate limits (config/ratelimit.py): calls per token, failed authentications per client IP, per window.
+# API rate limits (common/ratelimit.py): calls per token, failed authentications per client IP, per window.
 WAYMARK_API_RATE_PER_TOKEN = env_int("WAYMARK_API_RATE_PER_TOKEN", 1200)
 WAYMARK_API_AUTH_FAILURES_PER_IP = env_int("WAYMARK_API_AUTH_FAILURES_PER_IP", 30)
 WAYMARK_API_RATE_WINDOW_SECONDS = env_int("WAYMARK_API_RATE_WINDOW_SECONDS", 60)
 # Each process counts a token's calls in memory and adds them to the shared count in batches of at most this many
 # (or a hundredth of a larger limit), and at least every FLUSH seconds; an IP's failed-authentication block is re-read
 # at least every CHECK seconds. A token can exceed its limit by less than a batch per other web process
-# (config/ratelimit.py).
+# (common/ratelimit.py).
 WAYMARK_API_RATE_BATCH = env_int("WAYMARK_API_RATE_BATCH", 20)
 WAYMARK_API_RATE_FLUSH_SECONDS = 0.5
 WAYMARK_API_RATE_CHECK_SECONDS = 1.0
@@ -270,13 +272,13 @@ WAYMARK_STUCK_AFTER_SECONDS = env_int("WAYMARK_STUCK_AFTER_SECONDS", 30 * 60)
 WAYMARK_MAX_URL_LENGTH = env_int("WAYMARK_MAX_URL_LENGTH", 8000)
 WAYMARK_INGEST_MAX_RUNS = env_int("WAYMARK_INGEST_MAX_RUNS", 1000)
 WAYMARK_INGEST_MAX_BYTES = env_int("WAYMARK_INGEST_MAX_BYTES", 5 * 1024 * 1024)
-# Fair shares of ingest (config/fairshare.py): JSON and OTLP ingest requests in flight at once per token and per agent,
+# Fair shares of ingest (common/fairshare.py): JSON and OTLP ingest requests in flight at once per token and per agent,
 # counted across every web process; past either, 429 `too_many_in_flight` with Retry-After (0 turns a cap off). A slot
 # expires SLOT seconds after it was taken, so a process that dies mid-request frees its writer's slots by then.
 WAYMARK_INGEST_CONCURRENT_PER_TOKEN = env_int("WAYMARK_INGEST_CONCURRENT_PER_TOKEN", 2)
 WAYMARK_INGEST_CONCURRENT_PER_AGENT = env_int("WAYMARK_INGEST_CONCURRENT_PER_AGENT", 4)
 WAYMARK_INGEST_SLOT_SECONDS = env_int("WAYMARK_INGEST_SLOT_SECONDS", 60)
-# The ingest bodies one web process works on at once, in bytes of Content-Length (config/ingest_memory.py; 0: no bound);
+# The ingest bodies one web process works on at once, in bytes of Content-Length (common/ingest_memory.py; 0: no bound);
 # a request that does not fit waits up to WAIT seconds, holding no body, then answers 503 `busy` with Retry-After.
 WAYMARK_INGEST_PROCESS_BYTES = env_int("WAYMARK_INGEST_PROCESS_BYTES", 4 * WAYMARK_INGEST_MAX_BYTES)
 WAYMARK_INGEST_PROCESS_WAIT_SECONDS = env_int("WAYMARK_INGEST_PROCESS_WAIT_SECONDS", 20)

@@ -52,13 +52,13 @@ if env_str("WAYMARK_TEST_CACHE_URL", ""):  # server processes a test starts shar
         }
     }
 WAYMARK_LIVENESS_CACHE = "default"  # the stamps share the test cache (Redis for the worker fault tests)
-# The locmem cache lives for the whole run: limits no other test can reach (tests/config/test_ratelimit.py lowers them).
+# The locmem cache lives for the whole run: limits no other test can reach (tests/common/test_ratelimit.py lowers them).
 # The suite's replays are a handful of cases: the default certification policy asks nothing of the bound or of n
 # there (a net regression and a critical breakage still fail); tests of certification set the policy they test.
 WAYMARK_CERTIFICATION_POLICY = {"margin": 1.0, "min_n": 1}
 WAYMARK_API_RATE_PER_TOKEN = 10**9
 WAYMARK_API_AUTH_FAILURES_PER_IP = 10**9
-# Ingest in flight per token and agent (config/fairshare.py): no cap other tests reach (tests/config/test_fairshare.py
+# Ingest in flight per token and agent (common/fairshare.py): no cap other tests reach (tests/common/test_fairshare.py
 # lowers them).
 WAYMARK_INGEST_CONCURRENT_PER_TOKEN = 10**6
 WAYMARK_INGEST_CONCURRENT_PER_AGENT = 10**6

@@ -11,10 +11,10 @@ from decimal import Decimal
 from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
+from accounts.api_auth import scoped
 from accounts.services import Actor
-from config.auth import scoped
-from config.cursors import InvalidCursor
-from config.errors import ApiError, Error
+from common.cursors import InvalidCursor
+from common.errors import ApiError, Error
 from graphs import selectors as graph_selectors
 
 from . import selectors, services

@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 
-from config.text import SURROGATE_MESSAGE, dotted, first_unencodable
+from common.text import SURROGATE_MESSAGE, dotted, first_unencodable
 
 from .services import MAX_ROUNDS
 from .sources import TWO_HOP, evaluator_choices

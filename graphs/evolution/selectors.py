@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import Http404
 
-from config.cursors import IntCursor
+from common.cursors import IntCursor
 from graphs.core import Graph, skeleton
 from graphs.core.rejections import RejectionMemory
 

@@ -445,7 +445,7 @@ def evolution_step(*, run_id: int, worker: str, now: datetime | None = None) -> 
 
 
 def _transient() -> tuple[type[BaseException], ...]:
-    from config.celery import TRANSIENT_ERRORS
+    from common.retry import TRANSIENT_ERRORS
 
     return tuple(error for error in TRANSIENT_ERRORS if error is not OSError)
 

@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.services import Actor
-from config.cursors import InvalidCursor
-from config.parsing import int_or_none
+from common.cursors import InvalidCursor
+from common.parsing import int_or_none
 from graphs.core import Graph, to_mermaid, unified_diff
 from graphs.core.objectives import render_decision
 from reviews.selectors import pending_requests_for

@@ -1,7 +1,7 @@
 // Charts drawn with the vendored Chart.js from a JSON island (Django's json_script) on the page:
 //   <canvas data-chart="island-id"></canvas> {{ spec|json_script:"island-id" }}
 // Pages load it with {% include "_chart_scripts.html" %} in their head block; specs are built by
-// config/charts.py (chart_spec).
+// common/charts.py (chart_spec).
 // spec: {labels: [...], x_title, y_title, kind?: "line"|"bar", stacked?: bool,
 //        y_range?: [min|null, max|null] (suggested; default [0, 1]; null: the data decides), y_integer?: bool,
 //        y2_title?, y2_range?, y2_integer? (a second axis on the right, for series with axis "y2"),

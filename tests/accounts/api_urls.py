@@ -3,7 +3,7 @@
 from django.urls import path
 from ninja import NinjaAPI
 
-from config.auth import scoped
+from accounts.api_auth import scoped
 
 api = NinjaAPI(urls_namespace="accounts-token-test")
 

@@ -18,7 +18,7 @@ from tests.conftest import logged_in
 
 NAV = 'aria-label="Main"'
 METHODS = {"get", "put", "post", "patch", "delete"}
-BODY_LIMIT_MIDDLEWARE = "config.bodies.BodyLimitMiddleware"
+BODY_LIMIT_MIDDLEWARE = "config.middleware.BodyLimitMiddleware"
 _SCHEMA = api.get_openapi_schema()
 EVERY_OPERATION = sorted(
     (method.upper(), path, "requestBody" in operation)

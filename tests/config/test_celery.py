@@ -2,7 +2,7 @@
 
 import pytest
 
-from config.celery import TRANSIENT_ERRORS
+from common.retry import TRANSIENT_ERRORS
 from config.celery import app as celery_app
 
 
@@ -36,7 +36,7 @@ def test_retrying_tasks_back_off_on_transient_errors_only():
 
 def test_beat_runs_the_reapers():
     tasks = {entry["task"] for entry in celery_app.conf.beat_schedule.values()}
-    assert {"config.reaper.reap_stuck_work", "trajectories.jobs.reap_job_leases"} <= tasks
+    assert {"common.reaper.reap_stuck_work", "trajectories.jobs.reap_job_leases"} <= tasks
 
 
 def test_evolution_steps_retry_on_transient_errors_and_beat_resumes_lost_runs():

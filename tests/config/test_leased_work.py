@@ -1,4 +1,4 @@
-"""Each app's leased work, as registered with config.liveness: `release` ends only the live leases of the owners it
+"""Each app's leased work, as registered with common.liveness: `release` ends only the live leases of the owners it
 is given, audits each as "<model>.lease_released" by the system actor, schedules the app's take-over once, and
 does nothing the second time; beat's check finishes a dead worker's replay at once instead of after its lease."""
 
@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from config import liveness
+from common import liveness
 from graphs.models import EvolutionRun
 from intents.models import IntentProposalRun
 from procedures import mining_services, offline_replay_services

@@ -1,6 +1,6 @@
 """Identifiers are plain (issue 30, item 7): a right-to-left override or any other invisible or direction-changing
 character in an id lets one id be displayed as another, so every place an id (or a name shown as one) enters refuses
-it, naming the field and the character (config.text.require_plain_identifier)."""
+it, naming the field and the character (common.text.require_plain_identifier)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from accounts.roles import Role
 from accounts.services import Actor, AgentRefused, agent_create, api_token_create
-from config.text import plain_identifier_error, require_plain_identifier
+from common.text import plain_identifier_error, require_plain_identifier
 from graphs.services import workspace_create
 from intents.taxonomy import taxonomy_draft
 from procedures.errors import MiningError

@@ -10,7 +10,7 @@ from django.test import Client, RequestFactory
 from django.urls import resolve, reverse
 from django.utils.csp import CSP
 
-from config import ratelimit
+from common import ratelimit
 from config.middleware import PageMethodMiddleware
 from config.urls import ninja_urls
 from graphs.cache import clear_local
@@ -277,7 +277,7 @@ def test_every_per_step_answer_carries_the_policy_errors_too(demo, token, client
 def test_the_plain_twin_accepts_exactly_what_the_schema_accepts(body):
     from pydantic import ValidationError
 
-    from config.plain_models import plain_model
+    from common.plain_models import plain_model
     from graphs.schemas import GuidanceIn
 
     def validated(model):

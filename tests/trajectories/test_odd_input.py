@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.text import first_unencodable, validate_encodable
+from common.text import first_unencodable, validate_encodable
 from tests.conftest import logged_in
 from tests.factories import user_with
 from trajectories.importers import ImportFormatError, read_run_items

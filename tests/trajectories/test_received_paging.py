@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from config.cursors import InvalidCursor
+from common.cursors import InvalidCursor
 from trajectories.models import Run
 from trajectories.selectors import RunFilters, run_page
 

@@ -9,7 +9,7 @@ import pytest
 from django.template import engines
 from django.utils import timezone
 
-from config.formats import truncate
+from common.formats import truncate
 from trajectories.run_rows import run_rows
 
 # The rows as a template would write them: the reference the rows must equal (cells classed by column, long texts

@@ -1,6 +1,6 @@
 """`manage.py seed_demo`: the demo users, role groups, an agent token and demo data. Safe to run again and again.
 
-The command runs the demo seeders the apps register (config.demo_seeding) in dependency order; each takes the shared
+The command runs the demo seeders the apps register (common.demo_seeding) in dependency order; each takes the shared
 `SeedContext` and returns one summary line. It imports no app's demo module: an app adds its demo data by
 registering a seeder in its own `demo.py`.
 
@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand
 
 from accounts.demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_USERS
 from accounts.services import Actor
-from config.demo_seeding import SeedContext, demo_seeders, run_seeders, scripted_seeding
+from common.demo_seeding import SeedContext, demo_seeders, run_seeders, scripted_seeding
 
 
 class Command(BaseCommand):

@@ -1,9 +1,9 @@
-"""config.settings_snapshot: settings read once, then served from memory, and read again after a change."""
+"""common.settings_snapshot: settings read once, then served from memory, and read again after a change."""
 
 import pytest
 from django.test import override_settings
 
-from config.settings_snapshot import SettingsSnapshot
+from common.settings_snapshot import SettingsSnapshot
 
 
 def test_a_snapshot_serves_its_settings_and_follows_a_change(settings):
@@ -26,7 +26,7 @@ def test_a_snapshot_answers_only_the_names_it_was_given():
 
 
 def test_the_rate_limit_follows_a_changed_setting(settings):
-    from config import ratelimit
+    from common import ratelimit
 
     settings.WAYMARK_API_RATE_PER_TOKEN = 1000
     settings.WAYMARK_API_RATE_BATCH = 20

@@ -1,4 +1,4 @@
-"""Fixed reads compiled once per thread (config/fixed_queries.py): the rows are the QuerySet's, converters applied
+"""Fixed reads compiled once per thread (common/fixed_queries.py): the rows are the QuerySet's, converters applied
 (aware datetimes, decoded JSON), one query per run and none to compile after the first, and the same rows again
 after the data changed."""
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from config.fixed_queries import FixedQuery
+from common.fixed_queries import FixedQuery
 from tests.trajectories.factories import ingest, run_item, step_item
 from trajectories.models import Run
 

@@ -4,7 +4,7 @@
 (config/step_api.py) call it directly, so scopes, 401/403/429 and their Error bodies are the same on both.
 
 A valid token is served whatever its address has done: the failed-authentication limit of an address
-(config/ratelimit.py) refuses only attempts that fail, and only those that could be guessing a token (no token, a
+(common/ratelimit.py) refuses only attempts that fail, and only those that could be guessing a token (no token, a
 malformed or unknown one, a wrong secret). A revoked or expired token, or the genuine token of a deactivated user,
 is answered 401 saying so and is not counted: one such client retrying cannot get its neighbours refused.
 """
@@ -15,13 +15,13 @@ from django.http import HttpRequest
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer
 
-from accounts.services import api_token_check
-from accounts.throttle import client_ip
-from accounts.token_cache import VerifiedToken
-from accounts.tokens import MALFORMED, Refusal
+from common import ratelimit
+from common.errors import ApiError
 
-from . import ratelimit
-from .errors import ApiError
+from .services import api_token_check
+from .throttle import client_ip
+from .token_cache import VerifiedToken
+from .tokens import MALFORMED, Refusal
 
 SCHEME = "bearer"
 _DONE = "_waymark_authenticated"  # (scope, token) set on the request once it passed
@@ -32,7 +32,7 @@ def authenticate(request: HttpRequest, scope: str) -> VerifiedToken:
 
     401 for a missing, malformed, unknown, revoked or expired token (TokenRefused says which when the token is one
     Waymark issued); ApiError 403 when the token lacks `scope`; RateLimited (429) past a rate limit
-    (config/ratelimit.py): the token's calls, or — for a failing attempt only — the failed authentications from the
+    (common/ratelimit.py): the token's calls, or — for a failing attempt only — the failed authentications from the
     client's address. A request authenticated once for a scope is not counted again (a per-step view that hands an
     unusual request over to the ninja operation)."""
     done = getattr(request, _DONE, None)

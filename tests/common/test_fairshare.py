@@ -1,4 +1,4 @@
-"""Fair shares of ingest (issue 30, finding 5; config/fairshare.py): a token and an agent hold at most so many ingest
+"""Fair shares of ingest (issue 30, finding 5; common/fairshare.py): a token and an agent hold at most so many ingest
 requests in flight, counted in the cache across processes; the excess answers 429 with Retry-After and the Error body
 while other writers go on; a slot a dead request left behind expires."""
 
@@ -19,8 +19,8 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from django.test import Client
 
-from config import fairshare
-from config.fairshare import Share
+from common import fairshare
+from common.fairshare import Share
 from tests.otlp.agents import OTLP_PATH, genai_agent, protobuf_body
 from tests.trajectories.factories import run_item
 from trajectories import services
@@ -93,7 +93,7 @@ settings.configure(CACHES={{"default": {{"BACKEND": "django.core.cache.backends.
                                        "LOCATION": {str(directory)!r}}}}})
 django.setup()
 from django.core.cache import caches
-from config import fairshare
+from common import fairshare
 assert fairshare.slots_for(caches["default"]).take([fairshare.Share("t:1", "token", 1)], "other", 2) is None
 os._exit(9)  # as a killed process: no release
 """

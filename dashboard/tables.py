@@ -21,9 +21,8 @@ from django.utils import timezone
 from django.utils.formats import localize
 from django.utils.safestring import SafeString, mark_safe
 
+from common.formats import truncate
 from trajectories.choices import Outcome
-
-from .formats import truncate
 
 OUTCOME_LABELS = dict(Outcome.choices)
 
@@ -67,7 +66,7 @@ def _rate_cell(success: int, total: int, rate: str) -> str:
 
 
 def intent_rows(table: Iterable[dict]) -> SafeString:
-    """The success-rate table's rows (config.dashboard.intent_table: newest first)."""
+    """The success-rate table's rows (dashboard.selectors.intent_table: newest first)."""
     return mark_safe(
         "".join(
             f"<tr><td>{row['day'].isoformat()}</td>{''.join(_rate_cell(*cell) for cell in row['cells'])}</tr>"

@@ -1,4 +1,4 @@
-"""Worker liveness (config/liveness.py): each process that runs tasks keeps a stamp; the leases of a process whose
+"""Worker liveness (common/liveness.py): each process that runs tasks keeps a stamp; the leases of a process whose
 stamp went stale are handed to their app to release, and nothing else is (no stamp: the lease runs out as before)."""
 
 import os
@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 
-from config import liveness
+from common import liveness
 from config.celery import app
 
 

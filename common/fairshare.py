@@ -105,7 +105,7 @@ return 0
 class RedisSlots:
     def __init__(self, backend: RedisCache) -> None:
         self._backend = backend
-        self._client = backend._cache.get_client(write=True)  # redis-py on Django's pool (as config/ratelimit.py)
+        self._client = backend._cache.get_client(write=True)  # redis-py on Django's pool (as common/ratelimit.py)
         self._take = self._client.register_script(_TAKE)
 
     def _keys(self, shares: Sequence[Share]) -> list[str]:
@@ -226,5 +226,5 @@ def held(shares: Sequence[Share], *, slots: Slots | None = None) -> Iterator[Non
 
 def ingest_slot(request: HttpRequest) -> contextlib.AbstractContextManager[None]:
     """The authenticated ingest request's slots (its token's and its agent's): `with ingest_slot(request): …`."""
-    token = request.api_token  # set by config.auth.authenticate
+    token = request.api_token  # set by accounts.api_auth.authenticate
     return held(ingest_shares(token.pk, token.user_id))

@@ -135,7 +135,7 @@ def test_it_takes_a_fixed_number_of_queries(operator, admin_user, size, django_a
     # user, groups (nav) (the session is read from the cache); the run counts with the evaluation runs (all-time
     # totals), model calls, open reviews, recent runs, recent activity; for every chart the open days' totals, and
     # the closed days' the first time this process draws the window (trajectories.closed_days);
-    # tests/config/test_charts_dashboard.py checks the number stays the same with data.
+    # tests/dashboard/test_charts_dashboard.py checks the number stays the same with data.
     with django_assert_max_num_queries(9):
         response = client.get(DASHBOARD)
     with django_assert_max_num_queries(8):

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from config import charts
+from common import charts
 from tests.conftest import logged_in
 from tests.trajectories.factories import ingest, run_item, step_item
 from trajectories import rollup
@@ -200,7 +200,7 @@ def test_the_charts_take_the_same_queries_whatever_the_data(operator, size, djan
         runs(offset % 30, outcome="failure", source=EVALUATION_SOURCE)
     client = logged_in(operator)
 
-    with django_assert_num_queries(9):  # tests/config/test_dashboard.py names them (cold: the closed days too)
+    with django_assert_num_queries(9):  # tests/dashboard/test_dashboard.py names them (cold: the closed days too)
         response = client.get(DASHBOARD)
     with django_assert_num_queries(6):  # the closed days and the session's user and roles kept
         again = client.get(DASHBOARD)

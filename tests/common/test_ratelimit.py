@@ -1,4 +1,4 @@
-"""API rate limits (config/ratelimit.py): per token on every authenticated call, per client IP on failed
+"""API rate limits (common/ratelimit.py): per token on every authenticated call, per client IP on failed
 authentications; 429 with the Error body and Retry-After."""
 
 import time
@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from accounts.models import ApiToken
-from config import ratelimit
+from common import ratelimit
 
 URL = "/api/v1/graphs"
 WINDOW = 60

@@ -11,7 +11,7 @@ settings.WAYMARK_STUCK_AFTER_SECONDS. The app's service writes and audits (verb 
 updates only rows still running and old, so reaping is idempotent and never overwrites work that finished meanwhile.
 
 Leased work (replays, evolution steps, proposal batches, rubric jobs) is not reaped here: its leases run out, and
-config/liveness.py ends them early when their worker process is known dead.
+common/liveness.py ends them early when their worker process is known dead.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def stuck_work_reap(*, now: datetime | None = None, stuck_after: timedelta | Non
     return {label: reap(cutoff=cutoff) for label, reap in registered_stuck_work().items()}
 
 
-@shared_task(name="config.reaper.reap_stuck_work", ignore_result=True)
+@shared_task(name="common.reaper.reap_stuck_work", ignore_result=True)
 def reap_stuck_work() -> dict[str, int]:
     """Celery beat, every minute: reap work stuck in running."""
     return stuck_work_reap()

@@ -1,8 +1,8 @@
-"""The demo seeders the apps register (config.demo_seeding): seed_demo runs them in dependency order."""
+"""The demo seeders the apps register (common.demo_seeding): seed_demo runs them in dependency order."""
 
 import pytest
 
-from config.demo_seeding import (
+from common.demo_seeding import (
     DemoSeeder,
     SeedContext,
     SeederOrderError,

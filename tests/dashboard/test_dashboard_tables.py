@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - the reference template keeps each table's row markup whole
-"""The dashboard's chart tables built in Python (config/dashboard_tables.py) give exactly the markup the template
+"""The dashboard's chart tables built in Python (dashboard/tables.py) give exactly the markup the template
 gave, escaped the same way, for hostile intent names, empty days, one run and many."""
 
 import datetime as dt
@@ -8,8 +8,8 @@ import re
 import pytest
 from django.template import engines
 
-from config import dashboard_tables
-from config.dashboard import daily_rows, intent_rates, intent_table, window_sums
+from dashboard import tables as dashboard_tables
+from dashboard.selectors import daily_rows, intent_rates, intent_table, window_sums
 from trajectories.selectors import DayTotal
 
 # The template's loops before the tables moved to Python: the reference the tables must equal.

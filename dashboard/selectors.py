@@ -16,6 +16,8 @@ from django.urls import NoReverseMatch, reverse
 
 from accounts.blinding import blind, sealed_events
 from accounts.selectors import AuditFilters, audit_page, latest_audit_events
+from common import charts
+from common.formats import fixed
 from llm.selectors import model_call_count
 from reviews.selectors import pending_count
 from trajectories.choices import Outcome
@@ -27,8 +29,7 @@ from trajectories.selectors import (
     run_counts,
 )
 
-from . import charts, dashboard_tables
-from .formats import fixed
+from . import tables
 
 RECENT_RUNS = 5
 OUTCOME_POSITION = {"success": 0, "failure": 1, "unknown": 2}  # DayRow's outcome fields, in order
@@ -251,9 +252,9 @@ def dashboard_context(viewer=None) -> dict:
             _url("trajectories:list", query="kind=evaluation"),
         ),
         "recent_runs": recent_runs,
-        "recent_runs_rows": dashboard_tables.recent_runs_rows(recent_runs),
+        "recent_runs_rows": tables.recent_runs_rows(recent_runs),
         "recent_events": events,
-        "activity_items": dashboard_tables.activity_items(events),
+        "activity_items": tables.activity_items(events),
         "window_days": len(days),
         "daily": daily,
         "has_runs_in_window": any(row.runs for row in daily),
@@ -262,9 +263,9 @@ def dashboard_context(viewer=None) -> dict:
         "intent_rates": intents,
         "intent_table": table,
         "intent_chart": intent_chart(days, intents),
-        # the tables beside the charts, as HTML built in Python (config.dashboard_tables)
-        "outcome_rows": dashboard_tables.outcome_rows(daily),
-        "usage_rows": dashboard_tables.usage_rows(daily),
-        "intent_head": dashboard_tables.intent_head(intents),
-        "intent_rows": dashboard_tables.intent_rows(table),
+        # the tables beside the charts, as HTML built in Python (dashboard.tables)
+        "outcome_rows": tables.outcome_rows(daily),
+        "usage_rows": tables.usage_rows(daily),
+        "intent_head": tables.intent_head(intents),
+        "intent_rows": tables.intent_rows(table),
     }

@@ -1,4 +1,4 @@
-"""The ingest bodies one process works on at once (config/ingest_memory.py): a request waits for room, holding no
+"""The ingest bodies one process works on at once (common/ingest_memory.py): a request waits for room, holding no
 body, and answers 503 `busy` with Retry-After when none comes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 import pytest
 from django.test import Client
 
-from config.ingest_memory import ByteBudget, IngestBusy, budget
+from common.ingest_memory import ByteBudget, IngestBusy, budget
 from tests.trajectories.factories import run_item
 
 

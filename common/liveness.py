@@ -194,7 +194,7 @@ def dead_leases_release(*, now: datetime | None = None) -> dict[str, int]:
     return released
 
 
-@shared_task(name="config.liveness.release_dead_leases", ignore_result=True)
+@shared_task(name="common.liveness.release_dead_leases", ignore_result=True)
 def release_dead_leases() -> dict[str, int]:
     """Celery beat, every WAYMARK_LIVENESS_CHECK_SECONDS: the leases of dead worker processes end now."""
     return dead_leases_release()

@@ -5,8 +5,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import AuditEvent
+from common.reaper import reap_stuck_work, register_stuck_work, registered_stuck_work, stuck_work_reap
 from config.celery import app
-from config.reaper import reap_stuck_work, register_stuck_work, registered_stuck_work, stuck_work_reap
 from llm.models import ModelCall
 from llm.services import model_calls_abandon_stuck
 from tests.llm.factories import recorded_call
@@ -76,7 +76,7 @@ def test_every_registered_reaper_gets_the_cutoff_and_reports_its_count(monkeypat
         seen.append(cutoff)
         return 7
 
-    monkeypatch.setattr("config.reaper._registry", {})
+    monkeypatch.setattr("common.reaper._registry", {})
     register_stuck_work("tests.thing", reap)
     now = timezone.now()
     assert stuck_work_reap(now=now, stuck_after=timedelta(minutes=3)) == {"tests.thing": 7}

@@ -5,7 +5,7 @@ process serves up to 32 requests at once: without a bound, 32 batches of 5 MB co
 Each ingest request (JSON and OTLP) reserves its declared Content-Length from WAYMARK_INGEST_PROCESS_BYTES (default
 four full batches) before it reads its body, and gives it back when it ends. A request that does not fit waits, holding
 no body, for up to WAYMARK_INGEST_PROCESS_WAIT_SECONDS, then answers 503 `busy` with Retry-After. The per-writer caps
-(config/fairshare.py) keep one writer from filling the budget: a token holds at most its share of the waiting and
+(common/fairshare.py) keep one writer from filling the budget: a token holds at most its share of the waiting and
 working requests. A body larger than the whole budget waits until the budget is empty, then runs alone. 0 turns the
 bound off.
 """

@@ -1,7 +1,7 @@
 """API rate limits in the cache (Redis in production, the shared file cache in the embedded default).
 
 Fixed windows: a hit counts in the key of the window it falls in (`cache.add` then the atomic `cache.incr`), and the
-key expires with its window. Two limits apply under /api/v1/ (config/auth.py):
+key expires with its window. Two limits apply under /api/v1/ (accounts/api_auth.py):
 
 - per token, on every authenticated call: WAYMARK_API_RATE_PER_TOKEN calls per WAYMARK_API_RATE_WINDOW_SECONDS —
   generous, sized for agents calling once per step;
@@ -46,7 +46,7 @@ from django.core.cache.backends.redis import RedisCache
 from .errors import ApiError
 from .settings_snapshot import SettingsSnapshot
 
-# Read on every API call: kept as plain attributes (config/settings_snapshot.py).
+# Read on every API call: kept as plain attributes (common/settings_snapshot.py).
 _settings = SettingsSnapshot(
     "WAYMARK_API_RATE_FLUSH_SECONDS",
     "WAYMARK_API_RATE_CHECK_SECONDS",
@@ -216,7 +216,7 @@ def check_token(token_id: int) -> None:
 
 def check_auth_failures(ip: str) -> None:
     """RateLimited while this IP has used up its failed authentications for the window (nothing is counted). Called
-    for a failing attempt only (config.auth), before it is counted."""
+    for a failing attempt only (accounts.api_auth), before it is counted."""
     retry_after = reached(
         "authfail",
         ip,

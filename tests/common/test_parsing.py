@@ -1,7 +1,7 @@
 import pytest
 
-from config.cursors import IntCursor, InvalidCursor
-from config.parsing import int_or_none
+from common.cursors import IntCursor, InvalidCursor
+from common.parsing import int_or_none
 
 
 @pytest.mark.parametrize(("text", "expected"), [("0", 0), ("42", 42), ("9" * 18, int("9" * 18))])
