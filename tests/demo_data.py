@@ -54,3 +54,12 @@ def assert_the_users_runs_were_left_alone() -> None:
     for version in ProcedureVersion.objects.all():
         used = {*version.training_run_ids, *version.held_out_run_ids, *version.source_run_ids}
         assert not used & user_ids, f"procedure version {version.pk} was mined from the user's runs"
+
+
+def demo_run_count() -> int:
+    """The demo's runs: the support agent's, those it made under a new model after an activation, and those of both
+    arms of the demo's canaries (procedures.demo)."""
+    from procedures.demo import CANARY_RUNS, NEW_MODEL_RUNS
+    from trajectories.demo import demo_run_items
+
+    return len(demo_run_items()) + NEW_MODEL_RUNS + 2 * sum(CANARY_RUNS.values())

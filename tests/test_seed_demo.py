@@ -12,14 +12,10 @@ from django.utils import timezone
 from accounts.demo import DEMO_PASSWORD, DEMO_TOKEN_FILENAME, DEMO_TOKEN_SCOPES
 from accounts.models import ApiToken, AuditEvent, User
 from accounts.services import api_token_authenticate
-from procedures.demo import CANARY_RUNS, NEW_MODEL_RUNS
-from tests.demo_data import assert_the_users_runs_were_left_alone, push_user_runs
-from trajectories.demo import demo_run_items
+from tests.demo_data import assert_the_users_runs_were_left_alone, demo_run_count, push_user_runs
 from trajectories.models import Run, Step
 
-# The demo's runs: the support agent's, those it made under a new model after an activation, and those of both arms
-# of the demo's canaries (procedures.demo).
-DEMO_RUNS = len(demo_run_items()) + NEW_MODEL_RUNS + 2 * sum(CANARY_RUNS.values())
+DEMO_RUNS = demo_run_count()
 
 
 @pytest.fixture

@@ -143,12 +143,19 @@ def watch_view(request: HttpRequest, pk: int) -> HttpResponse:
     return _watch_page(request, pk)
 
 
+def _operator_only(request: HttpRequest) -> None:
+    """A watch's settings are the operators' (the services check again): others get 403 before any lookup."""
+    if not request.user.may_operate:
+        raise PermissionDenied("changing a watch needs the operator role")
+
+
 THRESHOLDS = {"alpha": float, "margin": float, "min_runs": int, "max_canary_runs": int, "window_hours": int}
 
 
 @login_required
 @require_POST
 def watch_set_view(request: HttpRequest, pk: int) -> HttpResponse:
+    _operator_only(request)
     watch = selectors.watch_by_id(pk)
     if watch is None:
         raise Http404("no such watch")
@@ -168,6 +175,7 @@ def watch_set_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def watch_stop_view(request: HttpRequest, pk: int) -> HttpResponse:
+    _operator_only(request)
     watch = selectors.watch_by_id(pk)
     if watch is None:
         raise Http404("no such watch")

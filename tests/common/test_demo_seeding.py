@@ -24,6 +24,8 @@ def test_every_app_registers_its_seeders_and_they_run_in_dependency_order():
         "graphs",
         "procedures",
         "reviews",
+        "certification",
+        "watches",
         "intents",
         "rubrics",
     ]

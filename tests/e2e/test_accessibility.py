@@ -33,6 +33,7 @@ from reviews.models import PromotionRequest
 from reviews.rubric_models import RubricScoreRow, RubricVersion
 from tests.graphs.evolution_helpers import run_to_end, start
 from trajectories.models import Run
+from uplift.models import Certificate, Watch
 
 pytestmark = pytest.mark.e2e
 
@@ -183,6 +184,10 @@ def visits() -> list[Visit]:
         Visit("/reviews/rubrics/"),
         Visit(f"/reviews/rubrics/{rubric}/"),
         Visit(f"/reviews/rubrics/{rubric}/agreement/"),
+        Visit("/certification/"),
+        *[Visit(f"/certification/certificates/{pk}/") for pk in Certificate.objects.values_list("pk", flat=True)[:4]],
+        Visit("/certification/watches/"),
+        *[Visit(f"/certification/watches/{pk}/") for pk in Watch.objects.values_list("pk", flat=True)],
         Visit("/admin/"),
         Visit("/admin/accounts/user/"),
     ]

@@ -33,7 +33,7 @@ def test_a_reviewer_logs_in_and_opens_a_runs_step_timeline(demo, page):
     page.get_by_role("button", name="Log in").click()
 
     expect(page.get_by_role("heading", name="Dashboard", level=1)).to_be_visible()
-    expect(page.locator(".card").filter(has_text="Runs").first).to_contain_text(str(Run.objects.count()))
+    expect(page.locator(".card").filter(has_text="Runs").first).to_contain_text(str(Run.objects.production().count()))
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Trajectories").click()
     expect(page.get_by_role("heading", name="Trajectories", level=1)).to_be_visible()

@@ -23,6 +23,7 @@ from intents.models import (
 )
 from intents.window_models import DriftReport, NoveltyAlert, WindowAnalysis
 from reviews.models import Judgment, PromotionRequest, PromotionStatus
+from tests.demo_data import demo_run_count
 
 pytestmark = pytest.mark.django_db
 
@@ -61,8 +62,8 @@ def totals() -> dict[str, int]:
 def test_a_proposal_run_over_the_demo_runs_finishes_in_process(seeded):
     run = IntentProposalRun.objects.get()
     assert run.status == IntentProposalRun.Status.SUCCEEDED and run.scripted
-    assert run.runs_total == 36 and run.batches_done == run.batches_total
-    assert run.candidates_count == IntentCandidateRecord.objects.filter(source="model").count() > 36
+    assert run.runs_total == demo_run_count() and run.batches_done == run.batches_total
+    assert run.candidates_count == IntentCandidateRecord.objects.filter(source="model").count() > demo_run_count()
     assert f"intents: proposal run {run.pk} created" in seeded
 
 
