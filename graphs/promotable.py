@@ -76,7 +76,7 @@ def _certificate_details(certificate) -> dict:
     """GateEvidence.details of a certificate: its summary and how many per-task rows it holds."""
     if certificate is None:
         return {"certificate": None}
-    return {"certificate": certificate_summary(certificate), "certificate_tasks": len(certificate.tasks or [])}
+    return {"certificate": certificate_summary(certificate), "certificate_tasks": len(certificate.rows)}
 
 
 def _certificate_metric(certificate) -> list[dict]:

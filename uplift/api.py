@@ -46,7 +46,7 @@ def _certificate_out(certificate) -> dict:
         "sentence": certificate.sentence,
         "policy": certificate.policy,
         "totals": certificate.totals,
-        "tasks": certificate.tasks,
+        "tasks": certificate.rows,
         "agent_models": certificate.agent_models,
         "provenance": certificate.provenance,
         "split": split.key,

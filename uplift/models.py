@@ -65,7 +65,7 @@ class Certificate(models.Model):
     reasons = models.JSONField(default=list, help_text="why it does not pass")
     sentence = models.TextField()
     totals = models.JSONField(help_text="n, repairs, breakages, the paired differences with their intervals, …")
-    tasks = models.JSONField(help_text="per task: both arms' outcomes and scores")
+    tasks = models.JSONField(help_text="per task: both arms' outcomes and scores, as columns (read them with .rows)")
     agent_models = models.JSONField(default=list, help_text="the agents' models the tasks were measured with")
     provenance = models.JSONField(default=dict, help_text="the evaluation it was measured by")
     digest = models.CharField(max_length=71, help_text="sha256 of the certificate's canonical JSON")
@@ -84,6 +84,14 @@ class Certificate(models.Model):
         if self.pk is not None and not kwargs.get("force_insert"):
             raise ValueError("a certificate is immutable: issue a new one")
         super().save(*args, **kwargs)
+
+    @property
+    def rows(self) -> list[dict]:
+        """Per task: {"task_id", "critical", "model", "outcome", "control": {...}, "candidate": {...}}."""
+        from .core.certificate import task_rows
+
+        return task_rows(self.tasks)
+
 
 
 class CriticalTask(models.Model):

@@ -237,7 +237,7 @@ def certificate_view(certificate: Certificate, *, pairs_shown: int | None = PAIR
     task_is_run = certificate.kind in RUN_TASK_KINDS
     pairs = [
         {**row, "task_run": int(row["task_id"]) if task_is_run and str(row["task_id"]).isdigit() else None}
-        for row in certificate.tasks or []
+        for row in certificate.rows
         if row.get("outcome") in ("repair", "breakage")
     ]
     pairs.sort(key=lambda row: (not row.get("critical"), row.get("outcome") != "breakage"))

@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -114,14 +113,13 @@ def certificate_issue(
         raise UpliftInvalid("a certificate needs at least one held-out task")
     policy = policy_for(kind, parent_key)
     critical = critical_task_keys(kind, parent_key)
-    tasks = [replace(task, critical=task.critical or task.task_id in critical) for task in tasks]
     against = against or ("the version it replaces" if replaces_id else "no artifact at all")
     with transaction.atomic():
         split = _locked_split(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
         budget = SplitBudget(alpha=policy.alpha, max_decisions=policy.max_decisions, decisions_taken=split.decisions)
         if budget.exhausted:
             raise SplitExhausted(split, policy.max_decisions)
-        certificate = certify(tasks, alpha=budget.next_alpha)
+        certificate = certify(tasks, alpha=budget.next_alpha, critical=critical)
         verdict = judge(policy, certificate, against=against)
         split.decisions = budget.next_decision
         split.save(update_fields=["decisions"])
@@ -134,6 +132,7 @@ def certificate_issue(
             alpha=certificate.alpha,
             passed=verdict.passed,
         )
+        columns = certificate.task_columns()
         document = {
             "kind": kind,
             "candidate_id": candidate_id,
@@ -143,7 +142,7 @@ def certificate_issue(
             "policy": policy.to_document(),
             "passed": verdict.passed,
             "totals": certificate.totals(),
-            "tasks": certificate.task_rows(),
+            "tasks": columns,
         }
         row = Certificate.objects.create(
             kind=kind,
@@ -158,7 +157,7 @@ def certificate_issue(
             reasons=list(verdict.reasons),
             sentence=verdict.sentence,
             totals=certificate.totals(),
-            tasks=certificate.task_rows(),
+            tasks=columns,
             agent_models=list(certificate.models),
             provenance=provenance or {},
             digest=_digest(document),

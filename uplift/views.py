@@ -38,7 +38,7 @@ def certificate_view(request: HttpRequest, pk: int) -> HttpResponse:
     if certificate is None:
         raise Http404("no such certificate")
     cv = selectors.certificate_view(certificate, pairs_shown=None)
-    context = {"cv": cv, "tasks": certificate.tasks, "ledger": selectors.split_ledger(certificate.split)}
+    context = {"cv": cv, "tasks": certificate.rows, "ledger": selectors.split_ledger(certificate.split)}
     return render(request, "uplift/certificate.html", context)
 
 

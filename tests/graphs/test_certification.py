@@ -72,7 +72,7 @@ def finish(certification: GraphCertification) -> GraphCertification:
 
 
 def outcomes(certificate: Certificate) -> dict[str, str]:
-    return {row["task_id"]: row["outcome"] for row in certificate.tasks}
+    return {row["task_id"]: row["outcome"] for row in certificate.rows}
 
 
 def two_hop_lab(slug: str, *, activate: bool = True) -> Workspace:
@@ -126,7 +126,7 @@ def test_the_pairs_count_repairs_and_breakages_against_the_active_revision(opera
     )
     assert totals["success"]["mean"] == pytest.approx((2 - 1) / 8)
     assert totals["score"]["mean"] == pytest.approx((0.7 + 0.7 - 0.7) / 8)  # a pass scores 0.9, a failure 0.2
-    t0 = next(row for row in certificate.tasks if row["task_id"] == "t0")
+    t0 = next(row for row in certificate.rows if row["task_id"] == "t0")
     assert (t0["control"]["passed"], t0["control"]["score"], t0["candidate"]["passed"]) == (True, 0.9, False)
     assert sorted(Skills.calls) == sorted(
         [("candidate", candidate.digest), ("control", workspace.active_revision.digest)]

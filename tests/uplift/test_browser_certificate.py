@@ -150,7 +150,7 @@ def test_compare_opens_the_two_runs_of_a_repair_side_by_side(page_as, item, revi
     pairs = page.locator("#certificate table.certificate-pairs tbody tr")
     expect(pairs).to_have_count(4)  # 3 repairs and 1 breakage; the 8 both-passed tasks are not listed
     expect(pairs.first).to_contain_text("breakage")  # breakages first
-    repair = next(row for row in certificate.tasks if row["outcome"] == "repair")
+    repair = next(row for row in certificate.rows if row["outcome"] == "repair")
     control, candidate = repair["control"]["run_id"], repair["candidate"]["run_id"]
     link = page.get_by_role("link", name=f"Compare #{control} with #{candidate}")
     expect(link).to_be_visible()

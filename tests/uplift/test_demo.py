@@ -35,7 +35,7 @@ def test_the_review_candidate_is_certified_with_and_without_it(seeded):
     request = PromotionRequest.objects.get(kind="procedure_version", parent_key=str(refund.pk))
     certificate = Certificate.objects.get(pk=request.gate_snapshot["certificate"]["id"])
     assert certificate.passed and certificate.replaces_id == "" and certificate.totals["repairs"] > 0
-    assert {row["outcome"] for row in certificate.tasks} - {"both_passed", "both_failed"}  # it changed something
+    assert {row["outcome"] for row in certificate.rows} - {"both_passed", "both_failed"}  # it changed something
     page = logged_in(demo_user("rita")).get(reverse("reviews:item", args=[request.pk])).content.decode()
     assert certificate.sentence in page and "Repairs and breakages" in page
 

@@ -66,11 +66,11 @@ def test_a_first_versions_live_replay_pairs_the_agent_with_and_without_it(operat
     assert certificate.totals["n"] == len(replay.held_out_run_ids)
     assert certificate.agent_models == ["demo"]  # the held-out runs' metadata.model
     # Every pair carries both answered runs: the compare view can open them side by side.
-    assert all(row["control"]["run_id"] and row["candidate"]["run_id"] for row in certificate.tasks)
+    assert all(row["control"]["run_id"] and row["candidate"]["run_id"] for row in certificate.rows)
     assert replay.gate_report["certificate"]["id"] == certificate.pk
-    outcomes = {row["outcome"] for row in certificate.tasks}
+    outcomes = {row["outcome"] for row in certificate.rows}
     assert outcomes <= {"repair", "breakage", "both_passed", "both_failed"}
-    assert certificate.totals["repairs"] == sum(row["outcome"] == "repair" for row in certificate.tasks)
+    assert certificate.totals["repairs"] == sum(row["outcome"] == "repair" for row in certificate.rows)
 
 
 def test_a_candidate_worse_than_no_procedure_is_not_certified_and_fails_its_gate(

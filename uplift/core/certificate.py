@@ -13,10 +13,12 @@ missing score is 1 for a pass and 0 for a failure.
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from .betting import Interval, difference_interval
 
@@ -134,6 +136,72 @@ class Certificate:
             rows = self.__dict__["_task_rows"] = [_task_row(task) for task in self.tasks]
         return list(rows)
 
+    def task_columns(self) -> dict[str, Any]:
+        """The per-task rows as columns (TASK_COLUMNS, one list each, in the tasks' order): what a certificate
+        stores. About a seventh of the rows' JSON, and lists of plain values encode at C speed."""
+        return task_columns(self.tasks)
+
+
+TASK_COLUMNS = (
+    "task_id", "critical", "model", "outcome",
+    "control_passed", "control_score", "control_answered", "control_run_id",
+    "candidate_passed", "candidate_score", "candidate_answered", "candidate_run_id",
+)  # fmt: skip
+_OUTCOME = {(True, True): "both_passed", (False, False): "both_failed", (False, True): "repair"}
+
+
+def task_columns(tasks: Iterable[PairedTask]) -> dict[str, Any]:
+    tasks = tuple(tasks)
+    controls = [task.control for task in tasks]
+    candidates = [task.candidate for task in tasks]
+    c_answered = [arm.answered for arm in controls]
+    k_answered = [arm.answered for arm in candidates]
+    c_passed = [arm.passed and arm.answered for arm in controls]
+    k_passed = [arm.passed and arm.answered for arm in candidates]
+    outcome = [
+        (_OUTCOME.get((before, after), "breakage") if answered else "excluded")
+        for before, after, answered in zip(c_passed, k_passed, c_answered, strict=True)
+    ]
+    columns = {
+        "task_id": [task.task_id for task in tasks],
+        "critical": [task.critical for task in tasks],
+        "model": [task.model for task in tasks],
+        "outcome": outcome,
+        "control_passed": c_passed,
+        "control_score": [arm.value if arm.answered else None for arm in controls],
+        "control_answered": c_answered,
+        "control_run_id": [arm.run_id for arm in controls],
+        "candidate_passed": k_passed,
+        "candidate_score": [arm.value if arm.answered else None for arm in candidates],
+        "candidate_answered": k_answered,
+        "candidate_run_id": [arm.run_id for arm in candidates],
+    }
+    return {"schema": SCHEMA, "columns": columns}
+
+
+def task_rows(document: Any) -> list[dict[str, Any]]:
+    """The per-task rows of a stored certificate's tasks: its columns (task_columns), or the rows themselves as
+    certificates stored them before columns."""
+    if isinstance(document, list):
+        return document
+    if not isinstance(document, Mapping) or not isinstance(document.get("columns"), Mapping):
+        return []
+    columns = document["columns"]
+    rows = []
+    for values in zip(*(columns.get(name, ()) for name in TASK_COLUMNS), strict=False):
+        row = dict(zip(TASK_COLUMNS, values, strict=True))
+        rows.append(
+            {
+                "task_id": row["task_id"],
+                "critical": row["critical"],
+                "model": row["model"],
+                "outcome": row["outcome"],
+                "control": {key: row[f"control_{key}"] for key in ("passed", "score", "answered", "run_id")},
+                "candidate": {key: row[f"candidate_{key}"] for key in ("passed", "score", "answered", "run_id")},
+            }
+        )
+    return rows
+
 
 def _task_row(task: PairedTask) -> dict[str, Any]:
     control, candidate = task.control, task.candidate
@@ -161,34 +229,53 @@ def _arm_document(arm: ArmOutcome) -> dict[str, Any]:
     return {"passed": arm.passed, "score": value, "answered": True, "run_id": arm.run_id}
 
 
-def betting_order(task_id: str) -> bytes:
-    """The order the intervals read the pairs in: a hash of the task id, so it is fixed for a set of tasks and owes
-    nothing to their outcomes (the betting interval is valid for an order chosen independently of the data; sorted
-    by outcome it is not)."""
-    return hashlib.sha256(f"waymark-certificate\0{task_id}".encode()).digest()
+def betting_order(task_id: str) -> tuple[int, str]:
+    """The order the intervals read the pairs in: a hash of the task id (CRC-32, then the id for ties), so it is
+    fixed for a set of tasks and owes nothing to their outcomes (the betting interval is valid for an order chosen
+    independently of the data; sorted by outcome it is not). Not a secret: nothing is gained by choosing ids."""
+    return zlib.crc32(task_id.encode()), task_id
 
 
-def certify(tasks: Iterable[PairedTask], *, alpha: float) -> Certificate:
+def certify(tasks: Iterable[PairedTask], *, alpha: float, critical: Iterable[str] = ()) -> Certificate:
     """The certificate of `tasks` at level 1 - alpha (the tasks are listed in the order given; the intervals read
-    them in `betting_order`)."""
+    them in `betting_order`); a task is critical when it says so or its id is in `critical`."""
     tasks = tuple(tasks)
-    seen: set[str] = set()
-    for task in tasks:
-        if task.task_id in seen:
-            raise ValueError(f"task {task.task_id!r} is paired twice")
-        seen.add(task.task_id)
-    compared = sorted((task for task in tasks if task.control.answered), key=lambda task: betting_order(task.task_id))
-    counts = {"repair": 0, "breakage": 0, "both_passed": 0, "both_failed": 0}
-    success, score = [], []
-    for task in compared:  # PairedTask.outcome and ArmOutcome.success/.value, inlined (10,000 tasks a certificate)
-        control, candidate = task.control, task.candidate
-        before, after = control.passed, candidate.answered and candidate.passed
-        if before == after:
-            counts["both_passed" if before else "both_failed"] += 1
-        else:
-            counts["repair" if after else "breakage"] += 1
-        success.append(float(after) - float(before))
-        score.append(candidate.value - control.value)
+    critical = frozenset(critical)
+    if critical:
+        tasks = tuple(
+            task if task.critical or task.task_id not in critical else replace(task, critical=True) for task in tasks
+        )
+    ids = [task.task_id for task in tasks]
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        twice = next(task_id for task_id in ids if task_id in seen or seen.add(task_id))
+        raise ValueError(f"task {twice!r} is paired twice")
+    # Columns, not a loop with branches per task (10,000 tasks a certificate): ids are unique, so the sort never
+    # compares two tasks themselves.
+    answered = [task for task in tasks if task.control.answered]
+    crc = np.fromiter((zlib.crc32(task.task_id.encode()) for task in answered), dtype=np.int64, count=len(answered))
+    order = np.lexsort((np.array([task.task_id for task in answered], dtype=str), crc)) if answered else []
+    compared = [answered[i] for i in order]  # betting_order, as arrays
+    before = np.fromiter((task.control.passed for task in compared), dtype=float, count=len(compared))
+    after = np.fromiter(
+        (task.candidate.answered and task.candidate.passed for task in compared), dtype=float, count=len(compared)
+    )
+    success = after - before
+    ungraded = all(task.control.score is None and task.candidate.score is None for task in compared)
+    if ungraded:  # every score is its success: one difference twice, one interval does
+        score = success
+    else:
+        score = np.fromiter((t.candidate.value - t.control.value for t in compared), dtype=float, count=len(compared))
+    repairs, breakages = int(np.sum(success > 0)), int(np.sum(success < 0))
+    both_passed = int(np.sum((before == 1) & (after == 1)))
+    counts = {
+        "repair": repairs,
+        "breakage": breakages,
+        "both_passed": both_passed,
+        "both_failed": len(compared) - repairs - breakages - both_passed,
+    }
+    success_interval = difference_interval(success, alpha)
+    score_interval = success_interval if ungraded else difference_interval(score, alpha)
     return Certificate(
         n=len(compared),
         repairs=counts["repair"],
@@ -196,8 +283,8 @@ def certify(tasks: Iterable[PairedTask], *, alpha: float) -> Certificate:
         both_passed=counts["both_passed"],
         both_failed=counts["both_failed"],
         critical_breakages=tuple(t.task_id for t in compared if t.critical and t.outcome == "breakage"),
-        success=Difference.of(difference_interval(success, alpha)),
-        score=Difference.of(difference_interval(score, alpha)),
+        success=Difference.of(success_interval),
+        score=Difference.of(score_interval),
         alpha=alpha,
         excluded=tuple(t.task_id for t in tasks if not t.comparable),
         candidate_unanswered=tuple(t.task_id for t in compared if not t.candidate.answered),

@@ -145,3 +145,34 @@ def test_a_bad_policy_is_refused():
         with pytest.raises(ValueError):
             Policy(**bad)
     assert Policy.from_document(Policy(margin=0.05).to_document()) == Policy(margin=0.05)
+
+
+def test_the_stored_columns_read_back_as_the_rows_and_old_row_lists_still_read():
+    from uplift.core.certificate import ArmOutcome, PairedTask, certify, task_rows
+
+    tasks = [
+        PairedTask("1", ArmOutcome(passed=False, run_id=11), ArmOutcome(passed=True, run_id=12), model="m"),
+        PairedTask("2", ArmOutcome(passed=True, score=0.75), ArmOutcome(passed=False, score=0.25)),
+        PairedTask("3", ArmOutcome(answered=False), ArmOutcome(passed=True)),
+        PairedTask("4", ArmOutcome(passed=True), ArmOutcome(answered=False)),
+    ]
+    certificate = certify(tasks, alpha=0.05, critical={"2"})
+    rows = certificate.task_rows()
+    assert task_rows(certificate.task_columns()) == rows
+    assert [row["outcome"] for row in rows] == ["repair", "breakage", "excluded", "breakage"]
+    assert [row["critical"] for row in rows] == [False, True, False, False]
+    assert certificate.critical_breakages == ("2",)
+    assert task_rows(rows) == rows and task_rows(None) == []
+
+
+def test_the_intervals_read_the_pairs_in_betting_order_whatever_order_they_came_in():
+    import random
+
+    from uplift.core.certificate import ArmOutcome, PairedTask, betting_order, certify
+
+    tasks = [PairedTask(f"t{i}", ArmOutcome(passed=i % 3 == 0), ArmOutcome(passed=i % 2 == 0)) for i in range(300)]
+    shuffled = list(tasks)
+    random.Random(4).shuffle(shuffled)
+    assert certify(tasks, alpha=0.05).success == certify(shuffled, alpha=0.05).success
+    ordered = sorted(tasks, key=lambda task: betting_order(task.task_id))
+    assert ordered != tasks  # the order owes nothing to the ids' own order
