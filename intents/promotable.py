@@ -26,6 +26,7 @@ from reviews.registry import (
     register_kind,
 )
 from reviews.selectors import latest_request_for
+from uplift.core.safety import LearnedText
 
 from .models import IntentCandidateRecord, IntentJudgment, IntentTaxonomy, TaxonomyActivation, TaxonomyVersion
 from .taxonomy import KIND, MIN_AGREEMENT, MIN_JUDGMENTS, summarize
@@ -97,6 +98,18 @@ class TaxonomyVersionKind(PromotableKind):
     def current_active(self, parent_key: str) -> str | None:
         active = IntentTaxonomy.objects.filter(slug=parent_key).values_list("active_version_id", flat=True).first()
         return str(active) if active else None
+
+    def learned_texts(self, candidate_id: str) -> list[LearnedText]:
+        """Each intent's label and aliases (agents and reviewers read them; labels come from model proposals, and
+        the candidates behind them cite runs: those runs are the texts' sources, their observations unread here)."""
+        version = _version(candidate_id)
+        texts = []
+        for intent in (version.document or {}).get("intents") or []:
+            name = str(intent.get("intent_id") or intent.get("label") or "")
+            texts.append(LearnedText(where=f"intent {name} label", text=str(intent.get("label") or "")))
+            for alias in intent.get("aliases") or []:
+                texts.append(LearnedText(where=f"intent {name} alias", text=str(alias)))
+        return texts
 
     def gate_evidence(self, candidate_id: str) -> GateEvidence:
         version = _version(candidate_id)

@@ -88,6 +88,20 @@ class RubricVersionKind(PromotableKind):
         active = Rubric.objects.filter(pk=pk).values_list("active_version_id", flat=True).first() if pk else None
         return str(active) if active else None
 
+    def learned_texts(self, candidate_id: str) -> list:
+        """The rubric's task and each dimension's description (judges and reviewers read them), sourced to the runs
+        the rubric was proposed from."""
+        from uplift.core.safety import LearnedText, Source
+
+        version = _version(candidate_id)
+        sources = tuple(Source(run_id=run_id) for run_id in (version.source_run_ids or [])[:50])
+        document = version.document or {}
+        texts = [LearnedText(where="rubric task", text=str(document.get("task") or ""), sources=sources)]
+        for dimension in version.dimensions:
+            where = f"dimension {dimension.get('dimension_id')} description"
+            texts.append(LearnedText(where=where, text=str(dimension.get("description") or ""), sources=sources))
+        return texts
+
     def gate_evidence(self, candidate_id: str) -> GateEvidence:
         version = _version(candidate_id)
         return GateEvidence(
