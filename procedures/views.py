@@ -15,6 +15,7 @@ from accounts.services import Actor
 from intents.taxonomy_selectors import reviewed_intents_by_key
 from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
+from uplift import selectors as uplift_selectors
 
 from . import charts, errors, mining_services, selectors, version_services
 from .forms import AmendForm, MineForm, RerunForm, RubricFloorForm
@@ -135,9 +136,13 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
             }
         ),
     }
+    certificate = uplift_selectors.latest_certificate(PROMOTION_KIND, str(version.pk))
+    flag = uplift_selectors.coverage_flags_of(PROMOTION_KIND, [str(version.pk)]).get(str(version.pk))
     context.update(
         {
-            "shown_status": page.status,
+            "certificate": uplift_selectors.certificate_summary(certificate),
+            "coverage_flag": flag,
+            "may_recertify": request.user.may_operate,
             "review": page.review,
             "rerun_form": RerunForm(),
             # What a re-split splits anew: the runs this version was mined from (version_services._runs_of_version).

@@ -225,3 +225,19 @@ def test_an_exhausted_split_refuses_the_certificate_and_the_gate_says_to_use_fre
     assert Certificate.objects.filter(candidate_id=str(version.pk)).count() == 1  # nothing written for the refusal
     gate = registry.get_kind(KIND).gate_evidence(str(version.pk))
     assert "certify again on fresh runs" in gate.summary and "fresh held-out runs" in gate.details["certificate"]
+
+
+def test_the_version_page_shows_its_certificate_and_its_model_flag_with_a_way_to_recertify(
+    operator, viewer, django_capture_on_commit_callbacks
+):
+    version = mined_and_certified(operator, django_capture_on_commit_callbacks)
+    activate(version)
+    ingest(*[refund_run(metadata={"model": "model-b"}) for _ in range(24)])
+    services.coverage_check()
+    certificate = Certificate.objects.get(candidate_id=str(version.pk))
+    page = logged_in(operator).get(reverse("procedures:version", args=[version.pk])).content.decode()
+    assert certificate.sentence in page and "not certified for <code>model-b</code>" in page.replace("Not", "not")
+    assert "Certify again on fresh runs of model-b" in page
+    assert (
+        "Certify again" not in logged_in(viewer).get(reverse("procedures:version", args=[version.pk])).content.decode()
+    )
