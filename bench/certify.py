@@ -205,13 +205,13 @@ def _read_whole_rows() -> float:
 
 
 def _compute(paired: list) -> float:
-    """uplift.core's share of an issue: the certificate, its totals and its task rows (what gets stored)."""
+    """uplift.core's share of an issue: the certificate, its totals and its task columns (what gets stored)."""
     from uplift.core.certificate import certify
 
     started = time.perf_counter()
     certificate = certify(paired, alpha=0.05)
     certificate.totals()
-    certificate.task_rows()
+    certificate.task_columns()
     return time.perf_counter() - started
 
 
@@ -245,7 +245,7 @@ def bench_certificate(tasks: int, rounds: int) -> None:
     )
     print(f"    (context: the same rows whole, result documents parsed     {min(wholes) * 1000:7.1f} ms)")
     print(f"    certificate_issue, {len(paired):,} paired tasks, committed      {min(issues) * 1000:7.1f} ms (best)")
-    print(f"      of which uplift.core (certify, totals, task rows)         {min(computes) * 1000:7.1f} ms (best)")
+    print(f"      of which uplift.core (certify, totals, task columns)         {min(computes) * 1000:7.1f} ms (best)")
     print(
         f"    ratio (certificate_issue / reading the pairs, median of {len(ratios)} paired rounds):"
         f" {statistics.median(ratios):.2f}x (aim <= 2x; rounds {min(ratios):.2f}-{max(ratios):.2f}x);"

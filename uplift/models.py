@@ -2,6 +2,9 @@
 the critical tasks operators tag and the certification policy per kind and parent. Written only by uplift.services.
 """
 
+import json
+import zlib
+
 from django.conf import settings
 from django.db import models
 
@@ -65,7 +68,10 @@ class Certificate(models.Model):
     reasons = models.JSONField(default=list, help_text="why it does not pass")
     sentence = models.TextField()
     totals = models.JSONField(help_text="n, repairs, breakages, the paired differences with their intervals, …")
-    tasks = models.JSONField(help_text="per task: both arms' outcomes and scores, as columns (read them with .rows)")
+    tasks = models.JSONField(default=dict, blank=True, help_text="per-task rows, of certificates older than packing")
+    tasks_packed = models.BinaryField(
+        null=True, blank=True, help_text="per task: both arms' outcomes and scores, as zlib-compressed JSON columns"
+    )
     agent_models = models.JSONField(default=list, help_text="the agents' models the tasks were measured with")
     provenance = models.JSONField(default=dict, help_text="the evaluation it was measured by")
     digest = models.CharField(max_length=71, help_text="sha256 of the certificate's canonical JSON")
@@ -90,6 +96,8 @@ class Certificate(models.Model):
         """Per task: {"task_id", "critical", "model", "outcome", "control": {...}, "candidate": {...}}."""
         from .core.certificate import task_rows
 
+        if self.tasks_packed:
+            return task_rows(json.loads(zlib.decompress(bytes(self.tasks_packed))))
         return task_rows(self.tasks)
 
 

@@ -93,8 +93,23 @@ def _interval(values, alpha: float, *, sequential: bool) -> Interval:
     def downward(m: float) -> float:  # >= 0: the downward gambler has won, the mean is below m
         return _log_capital(x, bets, m, upward=False) - threshold
 
-    low = _crossing(upward, 0.0, 1.0) if upward(0.0) >= 0 else 0.0
-    high = _crossing(downward, 1.0, 0.0) if downward(1.0) >= 0 else 1.0
+    # Each end's bracket starts near the mean (a few of its standard errors out), widened to the scale's edge only
+    # when that is not yet a rejected point: the root find then starts close to the answer (about 6 capital
+    # evaluations an end instead of 20) and the ends are the same, since each bracket still holds its one crossing.
+    reach = 4 * math.sqrt(max(float(x.var()), 1e-4) * 2 * threshold / len(x)) + 1 / len(x)
+    low, high = 0.0, 1.0
+    near = max(0.0, mean - reach)
+    if upward(near) >= 0:
+        inner = mean if upward(mean) < 0 else 1.0
+        low = _crossing(upward, near, inner)
+    elif near > 0 and upward(0.0) >= 0:
+        low = _crossing(upward, 0.0, near)
+    near = min(1.0, mean + reach)
+    if downward(near) >= 0:
+        inner = mean if downward(mean) < 0 else 0.0
+        high = _crossing(downward, near, inner)
+    elif near < 1 and downward(1.0) >= 0:
+        high = _crossing(downward, 1.0, near)
     if low > high:  # both gamblers won (a chance of at most alpha): the interval collapses where they met
         low = high = (low + high) / 2
     return Interval(low=low, high=high, mean=mean, n=len(x), alpha=alpha)
