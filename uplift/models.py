@@ -101,7 +101,6 @@ class Certificate(models.Model):
         return task_rows(self.tasks)
 
 
-
 class CriticalTask(models.Model):
     """A held-out task an operator tagged critical for a parent: any breakage on it blocks certification."""
 
