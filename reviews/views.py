@@ -21,18 +21,16 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import time_format
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
 from common.parsing import int_or_none
 from uplift import selectors as uplift_selectors
 
-from . import activations, registry, rubric_selectors, selectors, services, webhooks
+from . import activations, registry, selectors, services, webhooks
 from .errors import Invalid, NotAllowed, ReviewError
 from .models import PromotionRequest, PromotionStatus, QueueLease, WebhookEvent
 from .registry import signed, significant
-from .rubric_promotable import KIND as RUBRIC_KIND
 
 
 def _next_url(request: HttpRequest, fallback: str) -> str:
@@ -109,7 +107,7 @@ def _diff(request: HttpRequest, item: PromotionRequest) -> tuple[str, bool, str]
         view = registry.get_kind(item.kind).diff(item.candidate_id, item.replaces_id)
     except LookupError:
         return "", False, ""
-    html = mark_safe(render_to_string(view.template, view.context, request))
+    html = render_to_string(view.template, view.context, request)  # a SafeString: the template autoescaped it
     return html, bool(view.context.get("drawings")), _counts_line(view.context.get("counts"))
 
 
@@ -184,21 +182,14 @@ def _still_needed(view: selectors.PromotionView) -> str:
     return f"{approvals}{gate}. One rejection closes the request."
 
 
-def _agreement(request: HttpRequest, item: PromotionRequest) -> dict[str, Any] | None:
-    """For a rubric version's request: the agreement between raters under the candidate (alpha per dimension), the
-    figure its reviewers are asked to check, with the link to the whole report."""
-    if item.kind != RUBRIC_KIND:
-        return None
-    rubric_pk, version_pk = int_or_none(item.parent_key, max_digits=11), int_or_none(item.candidate_id, max_digits=11)
-    if rubric_pk is None or version_pk is None:
-        return None
+def _review_panel(request: HttpRequest, item: PromotionRequest) -> str:
+    """The kind's panel of what else its reviewers should read (PromotableKind.review_panel: a rubric version's
+    agreement between raters), rendered (an autoescaped template); "" when the kind shows none."""
     try:
-        rubric = rubric_selectors.rubric_for_user(request.user, rubric_pk)
-        version = rubric_selectors.version_for_user(request.user, rubric, version_pk)
-    except Http404:
-        return None
-    url = reverse("reviews:rubric_agreement", args=[rubric.pk]) + f"?version={version.pk}"
-    return {"report": rubric_selectors.agreement_for(request.user, rubric, version), "url": url}
+        view = registry.get_kind(item.kind).review_panel(request.user, item.candidate_id, item.parent_key)
+    except LookupError:
+        return ""
+    return render_to_string(view.template, view.context, request) if view is not None else ""
 
 
 def _certification(request: HttpRequest, item: PromotionRequest, gate: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +226,7 @@ def _item_page(request: HttpRequest, pk: int, *, error: str = "", form: dict[str
         "view": view,
         "still_needed": _still_needed(view),
         "override_first": view.can_override and view.can_judge,
-        "agreement": _agreement(request, item),
+        "review_panel_html": _review_panel(request, item),
         "counts_line": counts_line,
         "kind_label": _kind_label(item.kind),
         "metrics": _metric_rows(gate),
