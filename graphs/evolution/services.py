@@ -2,13 +2,14 @@
 
 A run advances one Celery step at a time. The first step takes the baseline (the reference loop with max_rounds=0);
 each later step runs exactly one round (max_rounds=1, the retained evaluation passed as the baseline). Everything a
-round writes goes to the workspace's revision chains through the reference stores, checkpoints included, so a step
-that dies anywhere is finished by the next one: it resumes the round from its checkpoint with no second evaluation
-and no second accept. What the next step reads from the run row (the baseline and retained best, the meter, the
-rounds done) is written in the transaction of the write that makes it true (graphs/evolution/stores.py), and a step
-first ends a run whose last recorded round called for it, so a resumed run decides exactly as it would have without
-the crash. A step holds the run's lease (heartbeat at every stage and model call); a redelivered message or the
-reaper re-enqueues a run whose lease ran out.
+round writes goes to the workspace's revision chains through the reference stores, checkpoints included, in three
+transactions a round (graphs/evolution/stores.py: after the refiner, after the evaluation, and the record), so a step
+that dies anywhere is finished by the next one: it resumes the round from its checkpoints with no second model call
+after checkpoint #1, no second evaluation and no second accept. What the next step reads from the run row (the
+baseline and retained best, the meter, the rounds done) is written in the transaction of the write that makes it
+true, and a step first ends a run whose last recorded round called for it, so a resumed run decides exactly as it
+would have without the crash. A step holds the run's lease (heartbeat at every stage and model call, at most once a
+second); a redelivered message or the reaper re-enqueues a run whose lease ran out.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -43,6 +44,7 @@ from llm.selectors import calls_for_subject_prefix
 from ..models import EvolutionRound, EvolutionRun, Workspace
 from .sources import TWO_HOP, DeclaredContext, build_sources, check_evaluator
 from .stores import (
+    REJECTIONS,
     ROUND_SUBJECT,
     DbCheckpointStore,
     DbRevisionStore,
@@ -56,7 +58,6 @@ from .stores import (
 log = logging.getLogger(__name__)
 
 Status = EvolutionRun.Status
-REJECTIONS = "rejections"
 OPEN = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 MAX_ROUNDS = 50
 MAX_CRASHES = 5
@@ -291,17 +292,33 @@ def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "")
 # -- one step ---------------------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _lease_transaction(*, durable: bool = False) -> Iterator[None]:
+    """A transaction of the lease's own writes (claim, heartbeat, hand-over to the next step), which a database crash
+    may lose without harm: PostgreSQL commits it without waiting for its WAL flush (`synchronous_commit` off for
+    this transaction only). Lost, a claim or a heartbeat is a lease that runs out and a hand-over one the next step
+    waits out (lease_wait); the first durable write after it (a checkpoint, a round's record) flushes it with its
+    own. Inside a caller's transaction it is that transaction, unchanged."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic(durable=durable):
+        if outermost and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        yield
+
+
 def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    taken = EvolutionRun.objects.filter(free, pk=run_id, status__in=OPEN).update(
-        status=Status.RUNNING,
-        stage="claimed",
-        lease_owner=worker[:200],
-        lease_expires_at=now + timedelta(seconds=lease_seconds()),
-        attempts=F("attempts") + 1,
-        started_at=Coalesce(F("started_at"), Value(now)),
-        updated_at=now,
-    )
+    with _lease_transaction():
+        taken = EvolutionRun.objects.filter(free, pk=run_id, status__in=OPEN).update(
+            status=Status.RUNNING,
+            stage="claimed",
+            lease_owner=worker[:200],
+            lease_expires_at=now + timedelta(seconds=lease_seconds()),
+            attempts=F("attempts") + 1,
+            started_at=Coalesce(F("started_at"), Value(now)),
+            updated_at=now,
+        )
     if not taken:
         return None
     return EvolutionRun.objects.select_related("workspace").get(pk=run_id)
@@ -347,7 +364,9 @@ class RunHooks(Hooks):
         if stage is not None:
             fields["stage"] = stage
         held = EvolutionRun.objects.filter(pk=self.run.pk, lease_owner=self.worker, status=Status.RUNNING)
-        if held.filter(cancel_requested=False).update(**fields):
+        with _lease_transaction():
+            renewed = held.filter(cancel_requested=False).update(**fields)
+        if renewed:
             return
         if held.exists():
             raise RunCancelled(f"cancelled before {stage or 'the next call'}")
@@ -487,29 +506,31 @@ def _rejected_streak(run: EvolutionRun) -> int:
     return streak
 
 
-def _next_iteration(workspace: Workspace) -> int:
+def _next_iteration(store: DbRevisionStore, workspace: Workspace) -> int:
     """The round the workspace's next step runs: one past the last recorded (the rejection head's meta)."""
-    from .. import revisions
-
-    meta = revisions.head_meta(workspace, REJECTIONS)
+    meta = store.head_meta(workspace.slug, REJECTIONS)
     return int((meta or {}).get("iteration") or 0) + 1
 
 
 def _advance(run: EvolutionRun, worker: str) -> StepResult:
     gate = build_gate(run.gate)
-    ending = _ending_on_record(run, gate)
-    if ending is not None:
-        return StepResult(_end(run, worker, *ending), False)
     workspace = run.workspace
     store = DbRevisionStore(workspace)
-    iteration = _next_iteration(workspace)
+    store.read_heads(workspace.slug)
+    usage = _ledger_usage(run.pk)
+    budget = Budget.from_document(run.budget or {})
+    meter_used = {**(run.meter or {}), "model_calls": usage["model_calls"], "output_tokens": usage["output_tokens"]}
+    meter = Meter(budget, used=meter_used)
+    graph_store = RunGraphStore(store, workspace.slug, run=run)
+    rejection_store = RunRejectionStore(store, workspace.slug, run=run, meter=meter, graphs=graph_store)
+    checkpoint_store = RunCheckpointStore(store, workspace.slug, run=run, meter=meter)
+    ending = _ending_on_record(run, gate, rejection_store, checkpoint_store)
+    if ending is not None:
+        return StepResult(_end(run, worker, *ending), False)
+    iteration = _next_iteration(store, workspace)
     taking_baseline = run.best is None
     recorded = _model_for(run, iteration)
     hooks = RunHooks(run, worker, recorded)
-    usage = _ledger_usage(run.pk)
-    meter_used = {**(run.meter or {}), "model_calls": usage["model_calls"], "output_tokens": usage["output_tokens"]}
-    budget = Budget.from_document(run.budget or {})
-    meter = Meter(budget, used=meter_used)
     sources = build_sources(workspace=workspace, evaluator=run.evaluator, run_id=run.pk, config=run.config)
     config = _config_for(run, max_rounds=0 if taking_baseline else 1)
     evaluator = sources.evaluator
@@ -519,66 +540,81 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
         evaluator = RunBaselineRecorder(
             evaluator, run=run, meter=meter, first_iteration=iteration, objective_mode=config.objective_mode
         )
-    report = evolve(
-        config=config,
-        model=HookedModel(recorded, meter, hooks),
-        graph_store=RunGraphStore(store, workspace.slug, run=run),
-        rejection_store=RunRejectionStore(store, workspace.slug, run=run, meter=meter),
-        trace_source=sources.trace_source,
-        evaluator=evaluator,
-        gate=gate,
-        trace_store=RevisionTraceStore(store, workspace.slug),
-        checkpoint_store=RunCheckpointStore(store, workspace.slug, run=run, meter=meter),
-        hooks=hooks,
-        baseline=None if taking_baseline else Evaluation.from_document(run.best),
-        available_tools=list(sources.available_tools) if sources.available_tools else None,
-    )
+    # Appends wait for the round's next durable write (stores.py); what a step that fails leaves pending is done
+    # again by the step that resumes the round.
+    store.deferring = True
+    try:
+        report = evolve(
+            config=config,
+            model=HookedModel(recorded, meter, hooks),
+            graph_store=graph_store,
+            rejection_store=rejection_store,
+            trace_source=sources.trace_source,
+            evaluator=evaluator,
+            gate=gate,
+            trace_store=RevisionTraceStore(store, workspace.slug),
+            checkpoint_store=checkpoint_store,
+            hooks=hooks,
+            baseline=None if taking_baseline else Evaluation.from_document(run.best),
+            available_tools=list(sources.available_tools) if sources.available_tools else None,
+        )
+    except BaseException:
+        store.discard_pending()
+        raise
+    if store.pending:  # a seed, or anything a loop left unrecorded: written before the step records its end
+        with transaction.atomic():
+            store.write_pending()
     return _settle(run, worker, report, meter, hooks, first_iteration=iteration)
 
 
-def _ending_on_record(run: EvolutionRun, gate) -> tuple[str, str] | None:
+def _ending_on_record(
+    run: EvolutionRun, gate, rejections: RunRejectionStore, checkpoints: DbCheckpointStore
+) -> tuple[str, str] | None:
     """The ending the run's last recorded round called for (spec §6 step 7, then the run's own limits). The step that
     recorded the round ends the run itself; when that step died first, its successor finds the ending here instead
-    of running a round too many."""
-    last = EvolutionRound.objects.filter(run=run).order_by("-iteration").first()
-    if last is None or run.best is None:
+    of running a round too many. The run's rounds are the last `rounds_done` entries of the workspace's rejection
+    memory (one open run per workspace), written with `rounds_done` in one transaction."""
+    if run.rounds_done == 0 or run.best is None:
         return None
+    _, memory = rejections.load()
+    if not memory.entries:
+        return None
+    last = memory.entries[-1]
     best = Evaluation.from_document(run.best)
     reason = "max_rounds"  # the step's loop ended with its one round
-    if last.outcome == "accepted" and gate.decide(best, best).stop:
+    if last.kind == "accepted" and gate.decide(best, best).stop:
         reason = "perfect"
     elif last.decision is not None:
-        checkpoints = DbCheckpointStore(DbRevisionStore(run.workspace), run.workspace.slug)
         decision = checkpoints.decision(last.iteration)
         if decision is not None and decision.stop:
             reason = "gate_stop"
-    return _ending(run, reason, EvolutionRound.objects.filter(run=run).count())
+    return _ending(run, reason, run.rounds_done)
 
 
 def _settle(
     run: EvolutionRun, worker: str, report, meter: Meter, hooks: RunHooks, *, first_iteration: int
 ) -> StepResult:
-    """Record what the step did on the run, then end the run or hand it to its next step (one transaction)."""
-    rounds_done = EvolutionRound.objects.filter(run=run).count()
+    """Record what the step did on the run, then end the run or hand it to its next step (one transaction). The
+    rounds done and the cost are the run's own, kept by each round's record."""
     fields: dict[str, Any] = {
         "meter": meter.to_dict(),
-        "rounds_done": rounds_done,
-        "cost": _ledger_usage(run.pk)["cost"],
-        "warnings": (list(run.warnings) + list(report.warnings))[-50:],
         "stage": "",
         "attempts": 0,
         "error": "",
     }
+    warnings = (list(run.warnings) + list(report.warnings))[-50:]
+    if warnings != list(run.warnings):
+        fields["warnings"] = warnings
     if report.best is not None:
         fields["best"] = report.best.to_document()
         if run.baseline is None:
             fields["baseline"] = report.best.to_document()
             fields["first_iteration"] = first_iteration
-    ending = _ending(run, report.stopped_reason, rounds_done)
+    ending = _ending(run, report.stopped_reason, run.rounds_done)
     if ending is not None:
         _update_owned(run, worker, **fields)
         return StepResult(_end(run, worker, *ending), False)
-    with transaction.atomic(durable=True):
+    with _lease_transaction(durable=True):
         _update_owned(run, worker, lease_owner="", lease_expires_at=None, **fields)
         _enqueue_on_commit(run.pk)
     return StepResult(run, True)

@@ -1,36 +1,54 @@
 """The reference stores on the project's revision chains (DESIGN.md §5, spec §8).
 
-`DbRevisionStore` is the reference RevisionStore over `graphs.models.Revision` (graphs.revisions does the appends,
-so a stale writer gets HeadMoved and a chain never forks). The layer stores of graphs.core.stores run on it
+`DbRevisionStore` is the reference RevisionStore over `graphs.models.Revision`: a stale writer gets HeadMoved and a
+chain never forks (the unique (workspace, kind, seq) constraint). The layer stores of graphs.core.stores run on it
 unchanged, except those of a run, which also keep on the run row what its next step reads, in the transaction of the
-write that makes it true, so a step that dies anywhere leaves its successor the state an uninterrupted step would:
+write that makes it true, so a step that dies anywhere leaves its successor the state an uninterrupted step would.
 
-- the graph store accepts through the audited service (the revision's meta names the run);
-- the rejection store records the round's `EvolutionRound` row, the rounds done, the retained best (the accepted
-  candidate's evaluation) and the meter in the transaction of the rejection-memory revision, with the round's
-  decision on the validation split and its candidate's certification (graphs.certification_services);
-- the checkpoint store writes the meter with every checkpoint, so an evaluation a checkpoint holds is counted exactly
-  when a resumed round can reuse it;
-- the first step's evaluator writes the baseline (as baseline and best, with the meter that counts it) as soon as it
-  is measured.
+A round is written in three transactions (docs/decisions.md, "Evolution runs on Celery"): each is the first durable
+write after something that must not be done twice, and holds everything written since the one before.
+
+1. after the refiner: the round's traces and checkpoint #1 (the refiner's reply), with the run's meter;
+2. after the evaluation: checkpoint #2 (the candidate's evaluation), with the meter that counts it;
+3. the record: checkpoint #3 (the gate's decision), the accepted graph with its audit event, the rejection-memory
+   revision, the round's `EvolutionRound` row, its decision on the validation split and its candidate's certification
+   (graphs.certification_services), and on the run the rounds done, the meter and, for an accepted round, the
+   retained best (the accepted candidate's evaluation).
+
+What lies between two of them is recomputed the same way by a step that resumes the round: the traces are rolled out
+again before the refiner is asked, the gate decides again on the checkpointed evaluation against the unchanged
+retained best, and the candidate is accepted only in the record. Written with the record, checkpoint #3 is never a
+round's pending state, so it keeps only the decision (its stop flag is how a later step learns the round ended the
+run) and the sampler's state, marked completed, instead of repeating #2. The loop's own "completed" checkpoint is not
+written: the rejection-memory revision that records the round says so already (a round's checkpoint is pending only
+while the memory has not recorded it), and the sampler state it repeats is in the round's checkpoints. The first
+step's evaluator writes the baseline (as baseline and best, with the meter that counts it) as soon as it is measured.
+
+A store reads the heads of a workspace's four chains in one query when a step starts and keeps them up to date as it
+writes, so a round reads no head twice; the parsed rejection memory of a head is kept per process by its digest.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Count, Sum
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, JSONField, Sum, Value
 
-from accounts.services import Actor
+from accounts.services import Actor, audit_record
+from graphs.core import canonical_json
 from graphs.core.budget import Meter
+from graphs.core.diagnostics import GraphError, errors_in
 from graphs.core.evaluation import Decision, Evaluation
 from graphs.core.rejections import ACCEPTED, RejectionEntry, RejectionMemory
 from graphs.core.stores import (
     CHECKPOINT_WINDOW,
     Candidate,
+    HeadMoved,
     Revision,
     RevisionCheckpointStore,
     RevisionGraphStore,
@@ -45,7 +63,13 @@ from ..models import Revision as RevisionRow
 ROUND_SUBJECT = "graphs.evolutionround"
 GRAPH = RevisionRow.Kind.GRAPH
 REJECTIONS = RevisionRow.Kind.REJECTIONS
+TRACES = RevisionRow.Kind.TRACES
 CHECKPOINTS = RevisionRow.Kind.CHECKPOINTS
+# The chains whose head document a step reads when it starts; of the others only (seq, digest, meta).
+HEAD_DOCUMENTS = (GRAPH, CHECKPOINTS)
+MEMORIES_KEPT = 16
+# What a decision checkpoint keeps: the round is recorded with it, so nothing else of the round is read from it.
+DECISION_KEPT = ("decision", "sampler")
 
 
 def round_subject(run_id: int, iteration: int) -> tuple[str, str]:
@@ -66,28 +90,139 @@ def _value(row: RevisionRow, slug: str) -> Revision:
     )
 
 
+def _digest(document: Any) -> str:
+    """The revision digest of a document (as graphs.revisions computes it), refusing what cannot be stored."""
+    try:
+        canonical = canonical_json(document)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the document is not JSON: {exc}") from None
+    if "\\u0000" in canonical:
+        raise ValueError("the document holds a NUL character, which cannot be stored")
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+_UNREAD = object()  # a head whose document was not read
+
+
 class DbRevisionStore:
-    """RevisionStore over the Revision table; workspaces are named by slug and must exist."""
+    """RevisionStore over the Revision table; workspaces are named by slug and must exist.
+
+    It knows the heads it read (`read_heads`: the four chains of a workspace in one query) and those it appended, so
+    an append states its parent without reading the head again (the unique (workspace, kind, seq) constraint refuses
+    it when another writer got there first: HeadMoved). With `deferring` on, appends are kept (`pending`) until
+    `write_pending` inserts them in one statement in the caller's transaction."""
 
     def __init__(self, *known: Workspace) -> None:
         self._workspaces: dict[str, Workspace] = {workspace.slug: workspace for workspace in known}
         self.appended: dict[str, RevisionRow] = {}  # the last row appended per digest, to save a lookup
+        self.heads: dict[tuple[str, str], RevisionRow | None] = {}  # known heads; document may be _UNREAD
+        self.pending: list[RevisionRow] = []
+        self.deferring = False
 
     def workspace(self, slug: str) -> Workspace:
         if slug not in self._workspaces:
             self._workspaces[slug] = Workspace.objects.get(slug=slug)
         return self._workspaces[slug]
 
+    def read_heads(self, workspace: str) -> None:
+        """The head of each of the workspace's chains in one query (documents of HEAD_DOCUMENTS kinds only)."""
+        ws = self.workspace(workspace)
+        branches = []
+        for kind in RevisionRow.Kind.values:
+            chain = RevisionRow.objects.filter(workspace=ws, kind=kind).order_by("-seq")
+            if kind in HEAD_DOCUMENTS:
+                chain = chain.values_list("kind", "seq", "digest", "parent_digest", "meta", "created_at", "document")
+            else:
+                chain = chain.values_list(
+                    "kind", "seq", "digest", "parent_digest", "meta", "created_at", Value(None, JSONField())
+                )
+            branches.append(chain[:1])
+        for kind in RevisionRow.Kind.values:
+            self.heads[(workspace, kind)] = None
+        heads = branches[0].union(*branches[1:], all=True).order_by()
+        for kind, seq, digest, parent, meta, created_at, document in heads:
+            row = RevisionRow(
+                workspace=ws,
+                kind=kind,
+                seq=seq,
+                digest=digest,
+                parent_digest=parent,
+                meta=meta,
+                created_at=created_at,
+                document=document if kind in HEAD_DOCUMENTS else _UNREAD,
+            )
+            self.heads[(workspace, kind)] = row
+
+    def _head_row(self, workspace: str, kind: str, *, document: bool = True) -> RevisionRow | None:
+        key = (workspace, kind)
+        if key not in self.heads:
+            self.heads[key] = revisions.head(self.workspace(workspace), kind)
+        row = self.heads[key]
+        if row is not None and document and row.document is _UNREAD:
+            row.document = (
+                RevisionRow.objects.filter(workspace=row.workspace, kind=kind, seq=row.seq)
+                .values_list("document", flat=True)
+                .get()
+            )
+        return row
+
     def head(self, workspace: str, kind: str) -> Revision | None:
-        row = revisions.head(self.workspace(workspace), kind)
+        row = self._head_row(workspace, kind)
         return _value(row, workspace) if row is not None else None
+
+    def head_meta(self, workspace: str, kind: str) -> Mapping[str, Any] | None:
+        row = self._head_row(workspace, kind, document=False)
+        return row.meta if row is not None else None
 
     def append(
         self, workspace: str, kind: str, document: Any, *, expected_head: str | None, meta: Mapping | None = None
     ) -> Revision:
-        row = revisions.append(self.workspace(workspace), kind, document, expected_head=expected_head, meta=meta)
+        digest = _digest(document)
+        meta = dict(meta or {})
+        canonical_json(meta)  # refuses a meta that is not JSON before anything is written
+        current = self._head_row(workspace, kind, document=False)
+        actual = current.digest if current is not None else None
+        if expected_head != actual:
+            raise HeadMoved(workspace, kind, expected_head, actual)
+        row = RevisionRow(
+            workspace=self.workspace(workspace),
+            kind=kind,
+            seq=0 if current is None else current.seq + 1,
+            digest=digest,
+            parent_digest=actual,
+            document=document,
+            meta=meta,
+        )
+        self.pending.append(row)
+        self.heads[(workspace, kind)] = row
         self.appended = {row.digest: row}
+        if not self.deferring:
+            with transaction.atomic():
+                self.write_pending()
         return _value(row, workspace)
+
+    def write_pending(self) -> list[RevisionRow]:
+        """Insert the pending appends in one statement, in the caller's transaction (which a collision with another
+        writer's append aborts: HeadMoved)."""
+        rows, self.pending = self.pending, []
+        if not rows:
+            return rows
+        try:
+            with transaction.atomic():  # a savepoint: the caller's transaction stays usable to read the heads
+                RevisionRow.objects.bulk_create(rows)
+        except IntegrityError:
+            for row in rows:
+                self.heads.pop((row.workspace.slug, row.kind), None)
+            row = rows[0]
+            latest = revisions.head_pointer(row.workspace, row.kind)
+            raise HeadMoved(row.workspace.slug, row.kind, row.parent_digest, latest[1] if latest else None) from None
+        return rows
+
+    def discard_pending(self) -> None:
+        """Forget appends that were never written (the heads are read again when next needed)."""
+        for row in self.pending:
+            self.heads.pop((row.workspace.slug, row.kind), None)
+        self.pending = []
 
     def row(self, workspace: str, kind: str, digest: str) -> RevisionRow | None:
         """The stored row of a revision, without a query when this store just appended it."""
@@ -97,8 +232,8 @@ class DbRevisionStore:
         return revisions.get(self.workspace(workspace), kind, digest)
 
     def head_digest(self, workspace: str, kind: str) -> str | None:
-        pointer = revisions.head_pointer(self.workspace(workspace), kind)
-        return pointer[1] if pointer is not None else None
+        row = self._head_row(workspace, kind, document=False)
+        return row.digest if row is not None else None
 
     def get(self, workspace: str, kind: str, digest: str) -> Revision | None:
         row = revisions.get(self.workspace(workspace), kind, digest)
@@ -109,26 +244,38 @@ class DbRevisionStore:
 
 
 class DbCheckpointStore(RevisionCheckpointStore):
-    """The reference checkpoint store, reading the one revision it needs: the newest of the last 200 whose meta
-    names the iteration (every checkpoint revision carries meta {iteration}), by index instead of a scan."""
+    """The reference checkpoint store, reading the one revision it needs: the chain's head when it is the
+    iteration's (always, but for a round that ran before a later one's checkpoint was written), else the newest of
+    the last 200 whose meta names the iteration (every checkpoint revision carries meta {iteration}), by index."""
 
     def __init__(self, store: DbRevisionStore, workspace: str) -> None:
         super().__init__(store, workspace)
         self.store = store
 
+    def _head(self) -> RevisionRow | None:
+        return self.store._head_row(self.workspace, CHECKPOINTS, document=False)
+
     def load(self, iteration: int) -> dict[str, Any] | None:
-        workspace = self.store.workspace(self.workspace)
-        pointer = revisions.head_pointer(workspace, CHECKPOINTS)
-        if pointer is None:
+        head = self._head()
+        if head is None:
             return None
-        document = (
-            RevisionRow.objects.filter(
-                workspace=workspace, kind=CHECKPOINTS, seq__gt=pointer[0] - CHECKPOINT_WINDOW, meta__iteration=iteration
+        head_iteration = (head.meta or {}).get("iteration")
+        if isinstance(head_iteration, int) and head_iteration <= iteration:
+            if head_iteration < iteration:
+                return None  # checkpoints are written in round order: none is newer than the head
+            document = self.store._head_row(self.workspace, CHECKPOINTS).document
+        else:
+            document = (
+                RevisionRow.objects.filter(
+                    workspace=self.store.workspace(self.workspace),
+                    kind=CHECKPOINTS,
+                    seq__gt=head.seq - CHECKPOINT_WINDOW,
+                    meta__iteration=iteration,
+                )
+                .order_by("-seq")
+                .values_list("document", flat=True)
+                .first()
             )
-            .order_by("-seq")
-            .values_list("document", flat=True)
-            .first()
-        )
         if not isinstance(document, Mapping) or document.get("iteration") != iteration:
             return None
         payload = document.get("payload")
@@ -137,6 +284,15 @@ class DbCheckpointStore(RevisionCheckpointStore):
     def decision(self, iteration: int) -> Decision | None:
         """The gate's decision checkpointed for a round (checkpoint #3, stop flag included), None for a round no gate
         decided."""
+        head = self._head()
+        if head is not None and (head.meta or {}).get("iteration") == iteration:
+            # A round's decision is checkpointed with its record: the head is the round's last checkpoint (a
+            # "completed" one only in chains written before that, so look further back then).
+            payload = self.load(iteration) or {}
+            if "decision" in payload:
+                return Decision.from_document(payload["decision"])
+            if not payload.get("completed"):
+                return None
         document = (
             RevisionRow.objects.filter(
                 workspace=self.store.workspace(self.workspace),
@@ -161,9 +317,13 @@ def record_progress(run: EvolutionRun, **fields: Any) -> None:
 
 
 class RunCheckpointStore(DbCheckpointStore):
-    """The checkpoint store of one run: every checkpoint writes the run's meter in its transaction. Checkpoint #2
-    holds the candidate's evaluation, which a resumed round reuses without counting it again, so the count must be
-    on the run exactly when that checkpoint is."""
+    """The checkpoint store of one run. Checkpoint #1 (the refiner's reply) and #2 (the candidate's evaluation) are
+    written at once, each with what is pending (the round's traces) and the run's meter in one transaction: #2's
+    evaluation is reused by a resumed round without counting it again, so the count must be on the run exactly when
+    that checkpoint is. Checkpoint #3 (the gate's decision, which a resumed round takes again from the same
+    evaluation and retained best) waits for the record, which makes it the round's last: it keeps the decision and
+    the sampler's state and says the round is completed, instead of repeating #2. The loop's own "completed"
+    checkpoint is not written (module doc)."""
 
     def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun, meter: Meter) -> None:
         super().__init__(store, workspace)
@@ -171,8 +331,17 @@ class RunCheckpointStore(DbCheckpointStore):
         self.meter = meter
 
     def save(self, iteration: int, payload: Mapping[str, Any]) -> None:
+        if payload.get("completed"):
+            return
+        if "decision" in payload:
+            # Written with the round's record (the store defers during a step), so never a round's pending state:
+            # what a later step reads of it is the decision (its stop flag) and the sampler's state.
+            kept = {key: payload[key] for key in DECISION_KEPT if key in payload}
+            super().save(iteration, {**kept, "completed": True})
+            return
         with transaction.atomic():
             super().save(iteration, payload)
+            self.store.write_pending()
             record_progress(self.run, meter=self.meter.to_dict())
 
 
@@ -209,80 +378,146 @@ class RunBaselineRecorder:
 
 
 class RunGraphStore(RevisionGraphStore):
-    """The graph store of one run: an accepted candidate goes through graphs.services (audited, validated) and its
-    revision meta names the run, which is how a promotion finds the measured evaluation behind it."""
+    """The graph store of one run: an accepted candidate is checked as graphs.services checks it and appended with
+    its revision meta naming the run (which is how a promotion finds the measured evaluation behind it); the append
+    and its audit event are written with the round's record."""
 
     def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun) -> None:
         super().__init__(store, workspace)
         self.store = store
         self.run = run
+        self.accepted: tuple[RevisionRow, str | None] | None = None  # the row and the head it follows
 
     def accept(self, candidate: Candidate, *, expected_ref: str) -> str:
-        from graphs.services import graph_append_accepted
-
+        failures = errors_in(candidate.graph.validate(cycle_policy="allow"))
+        if failures:
+            raise GraphError(failures, "an accepted graph must pass the structural checks")
         meta = {
             **dict(candidate.meta),
             "edits": candidate.edits.to_dict(candidate.graph.attribute_fields),
             "evolution_run": self.run.pk,
+            "origin": "accepted",
         }
-        actor = Actor(user=self.run.started_by) if self.run.started_by_id else Actor.system()
-        revision = graph_append_accepted(
-            actor=actor,
-            workspace=self.store.workspace(self.workspace),
-            graph=candidate.graph,
-            expected_head=expected_ref,
-            meta=meta,
+        revision = self.store.append(
+            self.workspace, GRAPH, candidate.graph.to_document(), expected_head=expected_ref, meta=meta
         )
+        self.accepted = (self.store.appended[revision.digest], expected_ref)
         return revision.digest
+
+    def audit_accepted(self, row: RevisionRow) -> None:
+        """The accepted revision's audit event, in the record's transaction (as graphs.services writes it)."""
+        if self.accepted is None or self.accepted[0] is not row:
+            return
+        actor = Actor(user=self.run.started_by) if self.run.started_by_id else Actor.system()
+        audit_record(
+            actor=actor,
+            verb="graph_revision.append",
+            target=row,
+            before={"head": self.accepted[1]},
+            after={"workspace": self.workspace, "seq": row.seq, "digest": row.digest},
+        )
+        self.accepted = None
+
+
+_MEMORIES: OrderedDict[tuple[int, str], RejectionMemory] = OrderedDict()
+
+
+def _remember(workspace_id: int, digest: str, memory: RejectionMemory) -> None:
+    _MEMORIES[(workspace_id, digest)] = memory
+    _MEMORIES.move_to_end((workspace_id, digest))
+    while len(_MEMORIES) > MEMORIES_KEPT:
+        _MEMORIES.popitem(last=False)
 
 
 class RunRejectionStore(RevisionRejectionStore):
-    """The rejection store of one run: each save also writes the round's row (once: unique (run, iteration)) and, on
-    the run, the rounds done, the meter and, for an accepted round, the retained best: the next step compares its
-    candidate with that best, so it must be on the run exactly when the round is."""
+    """The rejection store of one run. Loading reuses the memory this process parsed for the head's digest (a
+    revision never changes). Each save is the round's record (module doc): one transaction with what is pending,
+    the round's row (once: unique (run, iteration)) and, on the run, the rounds done, the meter and, for an accepted
+    round, the retained best: the next step compares its candidate with that best, so it must be on the run exactly
+    when the round is."""
 
-    def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun, meter: Meter) -> None:
+    def __init__(
+        self,
+        store: DbRevisionStore,
+        workspace: str,
+        *,
+        run: EvolutionRun,
+        meter: Meter,
+        graphs: RunGraphStore | None = None,
+    ) -> None:
         super().__init__(store, workspace)
         self.store = store
         self.run = run
         self.meter = meter
+        self.graphs = graphs
+
+    def load(self) -> tuple[str | None, RejectionMemory]:
+        head = self.store._head_row(self.workspace, REJECTIONS, document=False)
+        if head is None:
+            return None, RejectionMemory()
+        key = (head.workspace_id, head.digest)
+        memory = _MEMORIES.get(key)
+        if memory is None:
+            memory = RejectionMemory.from_document(self.store._head_row(self.workspace, REJECTIONS).document)
+            _remember(*key, memory)
+        return head.digest, memory
 
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str:
         from graphs.certification_services import round_recorded_in_transaction
 
+        workspace = self.store.workspace(self.workspace)
         with transaction.atomic():
             ref = super().save(memory, expected_ref=expected_ref, iteration=iteration)
-            workspace = self.store.workspace(self.workspace)
+            written = self.store.write_pending()
             entry = memory.entries[-1]
+            accepted = None
+            if entry.kind == ACCEPTED and entry.candidate_digest:
+                accepted = next(
+                    (row for row in written if row.kind == GRAPH and row.digest == entry.candidate_digest), None
+                )
+                if accepted is not None and self.graphs is not None:
+                    self.graphs.audit_accepted(accepted)
+                if accepted is None:  # accepted by an earlier step (recorded from its checkpoint)
+                    accepted = revisions.get(workspace, GRAPH, entry.candidate_digest)
             round_row = record_round(
                 run=self.run,
                 workspace=workspace,
                 entry=entry,
                 rejections_revision=self.store.row(self.workspace, REJECTIONS, ref),
+                graph_revision=accepted,
             )
             # The round's decision on the validation split and its candidate's certification, once with the round.
             # The run's best is still the retained graph's evaluation here: the accepted one replaces it below.
             round_recorded_in_transaction(
                 run=self.run, workspace=workspace, entry=entry, round_row=round_row, retained=self.run.best
             )
-            progress: dict[str, Any] = {"rounds_done": EvolutionRound.objects.filter(run=self.run).count()}
+            progress: dict[str, Any] = {"rounds_done": F("rounds_done") + 1, "cost": F("cost") + round_row.cost}
             if entry.kind == ACCEPTED and entry.validation is not None:
                 progress["best"] = entry.validation.to_document()
             # Progress: the count of steps that died in a row starts again.
-            record_progress(self.run, meter=self.meter.to_dict(), attempts=0, **progress)
+            EvolutionRun.objects.filter(pk=self.run.pk).update(meter=self.meter.to_dict(), attempts=0, **progress)
+        self.run.rounds_done += 1
+        self.run.cost += round_row.cost
+        self.run.meter = self.meter.to_dict()
+        self.run.attempts = 0
+        if "best" in progress:
+            self.run.best = progress["best"]
+        _remember(workspace.pk, ref, memory)
         return ref
 
 
 def record_round(
-    *, run: EvolutionRun, workspace: Workspace, entry: RejectionEntry, rejections_revision: RevisionRow
+    *,
+    run: EvolutionRun,
+    workspace: Workspace,
+    entry: RejectionEntry,
+    rejections_revision: RevisionRow,
+    graph_revision: RevisionRow | None,
 ) -> EvolutionRound:
     """The round row of a rejection-memory entry, with the calls and cost the ledger holds for that round."""
     decision = entry.decision if isinstance(entry.decision, Mapping) else None
     disposition = decision.get("disposition") if decision else None
     calls = calls_for_subject(*round_subject(run.pk, entry.iteration)).aggregate(n=Count("id"), cost=Sum("cost"))
-    accepted = None
-    if entry.kind == "accepted" and entry.candidate_digest:
-        accepted = revisions.get(workspace, GRAPH, entry.candidate_digest)
     return EvolutionRound.objects.create(
         run=run,
         iteration=entry.iteration,
@@ -300,7 +535,7 @@ def record_round(
         duplicate_of=entry.duplicate_of,
         trace_ids=list(entry.trace_ids),
         rejections_revision=rejections_revision,
-        graph_revision=accepted,
+        graph_revision=graph_revision,
         model_calls=calls["n"] or 0,
         cost=calls["cost"] or Decimal(0),
     )

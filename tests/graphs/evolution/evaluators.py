@@ -43,3 +43,31 @@ class Metrics:
             for i in range(self.UNITS)
         ]
         return Evaluation.from_outcomes(ref, outcomes, {"purpose": purpose, "iteration": iteration})
+
+
+class EveryRoundANewCandidate:
+    """Twenty tasks answered at once, the same scores for every graph (so the tie-accepting gate accepts every
+    candidate), and twenty traces a round for the refiner: the shape of bench/evolve.py's rounds."""
+
+    TASKS = 20
+    available_tools = ("search", "read", "answer")
+
+    def evaluate(self, ref, graph, *, iteration, purpose):
+        outcomes = [TaskOutcome(f"t{i}", 1.0 if i % 5 else 0.0, bool(i % 5)) for i in range(self.TASKS)]
+        return Evaluation.from_outcomes(ref, outcomes, {"purpose": purpose, "iteration": iteration})
+
+    def collect(self, graph, *, graph_ref, iteration):
+        from graphs.core.evaluation import Trace
+        from graphs.core.guide import Step
+
+        steps = (Step("search", {"q": "who"}, "2 hits"), Step("read", {"title": "A"}, "a fact"), Step("answer", "x"))
+        return [
+            Trace(
+                f"it{iteration}-{i}",
+                TaskOutcome(f"t{i}", 1.0 if i % 5 else 0.0, bool(i % 5)),
+                steps=steps,
+                graph_ref=graph_ref,
+                nodes_visited=("Start", "search", "read", "answer"),
+            )
+            for i in range(self.TASKS)
+        ]

@@ -1,0 +1,113 @@
+"""What one round of a run costs the database (issue 29): the queries and the commits of each step, counted on a
+run whose every round refines, measures, accepts and records a candidate (the shape of bench/evolve.py), so the
+batching of a round's checkpoints into three transactions cannot quietly grow back."""
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from accounts.services import Actor
+from graphs import certification_services
+from graphs.demo import TWO_HOP_GRAPH
+from graphs.evolution import services
+from graphs.evolution.services import evolution_start, evolution_step
+from graphs.services import workspace_create
+from llm.core import ModelResponse, Usage
+
+pytestmark = pytest.mark.postgres
+ROUNDS = 4
+# A round's step: claim, read the run, the ledger's totals, the chains' heads; the model call's two ledger writes;
+# checkpoint #1 with the traces and checkpoint #2, each with the meter; the record (decision checkpoint, graph,
+# rejection memory, audit event, round row, its ledger totals, the split decision and the certification
+# graphs.certification_services writes, the run's progress); the hand-over to the next step.
+MAX_QUERIES_PER_ROUND = 28
+# The first round's certificate is issued in its record from the round's own evaluations (the retained graph is the
+# active one): uplift's statements for it come on top.
+MAX_QUERIES_FIRST_ROUND = 40
+COMMITS_PER_ROUND = 7  # claim, the model call's start and end, checkpoint #1, checkpoint #2, the record, the hand-over
+NOT_COUNTED = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "SET LOCAL")
+
+
+class RevisingModel:
+    """A refiner that rewrites one edge's guidance every time it is asked: a new, valid candidate each round."""
+
+    provider = "scripted"
+    model_id = "revising"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, request):
+        self.calls += 1
+        reply = {
+            "add_nodes": [],
+            "delete_nodes": [],
+            "delete_edges": [{"source": "search", "target": "read"}],
+            "add_edges": [
+                {
+                    "source": "search",
+                    "target": "read",
+                    "relation": "LEADS_TO",
+                    "condition": "search returned at least one document",
+                    "guidance": f"Read the top hit before answering (revision {self.calls}).",
+                    "pitfalls": None,
+                }
+            ],
+        }
+        return ModelResponse(text=json.dumps(reply), usage=Usage(input_tokens=300, output_tokens=40))
+
+
+@pytest.fixture
+def commits(monkeypatch):
+    """How many times the test's connection committed (a transaction of the steps, or one statement outside one)."""
+    count = [0]
+    original = connection.commit
+
+    def counted():
+        count[0] += 1
+        return original()
+
+    monkeypatch.setattr(connection, "commit", counted)
+    return count
+
+
+def test_each_round_of_a_run_makes_a_bounded_number_of_queries_and_commits(
+    transactional_db, settings, monkeypatch, commits
+):
+    settings.WAYMARK_GRAPH_EVALUATORS = {"steady": "tests.graphs.evolution.evaluators.EveryRoundANewCandidate"}
+    monkeypatch.setattr(services, "HEARTBEAT_SECONDS", 3600.0)  # at most one lease renewal a second: none here
+    # The test runs the steps itself: the next step and the certifications the rounds queue are not sent (eager
+    # Celery would run them inside the step that enqueued them).
+    monkeypatch.setattr(services, "_enqueue_on_commit", lambda run_id, countdown=None: None)
+    monkeypatch.setattr(certification_services, "enqueue_on_commit", lambda certification_id, countdown=None: None)
+    model = RevisingModel()
+    monkeypatch.setattr(services, "get_chat_model", lambda: model)
+    workspace = workspace_create(actor=Actor.system(), slug="steady", graph=TWO_HOP_GRAPH).workspace
+    run = evolution_start(
+        actor=Actor.system(),
+        workspace=workspace,
+        rounds=ROUNDS,
+        evaluator="steady",
+        config={"cycle_policy": "allow"},
+        enqueue=False,
+    )
+    evolution_step(run_id=run.pk, worker="w")  # the baseline
+    per_round = []
+    for _ in range(ROUNDS - 1):  # every round but the last, which also ends the run
+        commits[0] = 0
+        with CaptureQueriesContext(connection) as queries:
+            evolution_step(run_id=run.pk, worker="w")
+        statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(NOT_COUNTED)]
+        per_round.append((len(statements), commits[0]))
+    run.refresh_from_db()
+    assert run.rounds_done == ROUNDS - 1 and not run.is_finished
+    assert list(run.rounds.values_list("outcome", flat=True)) == ["accepted"] * (ROUNDS - 1)
+    queries_made = [count for count, _ in per_round]
+    assert queries_made[0] <= MAX_QUERIES_FIRST_ROUND, f"(queries, commits) of each round: {per_round}"
+    assert max(queries_made[1:]) <= MAX_QUERIES_PER_ROUND, f"(queries, commits) of each round: {per_round}"
+    assert [committed for _, committed in per_round] == [COMMITS_PER_ROUND] * (ROUNDS - 1), per_round
+    evolution_step(run_id=run.pk, worker="w")
+    run.refresh_from_db()
+    assert (run.status, run.stopped_reason, run.rounds_done) == ("succeeded", "max_rounds", ROUNDS)
