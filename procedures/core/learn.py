@@ -1,10 +1,10 @@
 """`learn_procedure`: the stable tool subsequence of successful runs, with the arguments they all agree on (§2.1)."""
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import batched, chain, compress, count, islice, repeat
-from operator import attrgetter, is_, not_
+from itertools import accumulate, batched, chain, compress, count, islice, repeat
+from operator import attrgetter, is_, itemgetter, not_
 from types import MappingProxyType
 from typing import Any
 
@@ -19,6 +19,9 @@ NO_SHARED_STEPS = "successful trajectories share no procedure steps"
 
 _ok = attrgetter("ok")
 _tool = attrgetter("tool")
+_arguments = attrgetter("arguments")
+_regs = attrgetter("regs")
+_start = itemgetter(0)
 _COMPARES_AS_DICT = frozenset({dict, MappingProxyType})
 
 
@@ -107,8 +110,9 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
     )
 
 
-_GUESS_RUNS = 256  # at least this many sorted runs (and 1/16 of all) are folded for the guess
-_BATCH_RUNS = 64  # runs checked, encoded, then aligned together: about 1 MB of steps at 40 a run, still in cache
+_GUESS_RUNS = 64  # at least this many sorted runs (and 1/16 of all) are folded for the guess
+_BATCH_RUNS = 256  # at most this many runs checked, encoded, then aligned together,
+_BATCH_STEPS = 2_048  # and about this many steps: a few MB of step objects and their fields, still in cache
 
 
 def _fold_and_retain(
@@ -126,18 +130,23 @@ def _fold_and_retain(
     guess = shared_codes([encode(runs[trajectory_id]) for trajectory_id in prefix], codes.ranks())
     agreement: ArgumentAgreement | None = ArgumentAgreement(guess, first_codes, first_steps)
     every_run = list(runs.values())
+    mean_steps = sum(map(len, every_run)) // len(every_run)
+    size = max(1, min(_BATCH_RUNS, _BATCH_STEPS // max(1, mean_steps)))
     sequences: list[str] = []  # every run's codes, in the mapping's order (the prefix encoded again: a few percent)
-    for batch_runs in batched(every_run, _BATCH_RUNS):
-        _require_successful(batch_runs)
-        batch_sequences = list(map(encode, batch_runs))
-        sequences += batch_sequences
-        if agreement is not None and not agreement.add_runs(batch_sequences, batch_runs):
+    for batch_runs in batched(every_run, size):
+        if not all(map(is_, map(_ok, chain.from_iterable(batch_runs)), repeat(True))):
+            raise ValueError(SOURCES_INVALID)
+        batch = _Batch(batch_runs, "".join(map(lookup, map(_tool, chain.from_iterable(batch_runs)))))
+        sequences += batch.sequences
+        if agreement is not None and not agreement.add_batch(batch):
             agreement = None  # the guess is not in some run: it was too long
     if agreement is None:
         run_codes = dict(zip(runs, sequences, strict=True))
-        shared = shared_codes([run_codes[trajectory_id] for trajectory_id in ordered_ids], codes.ranks())
+        # The fold over the prefix gave the guess: it goes on from there over the other sorted runs.
+        rest = [run_codes[trajectory_id] for trajectory_id in ordered_ids[len(prefix) :]]
+        shared = shared_codes(rest, codes.ranks(), current=guess)
         agreement = ArgumentAgreement(shared, first_codes, first_steps)
-        for batch in batched(zip(sequences, every_run, strict=True), _BATCH_RUNS):
+        for batch in batched(zip(sequences, every_run, strict=True), size):
             batch_sequences, batch_runs = zip(*batch, strict=True)
             agreement.add_runs(batch_sequences, batch_runs)
     return codes.decode(agreement.shared), agreement.arguments()
@@ -161,8 +170,8 @@ def _require_successful(runs: Iterable[Sequence[TrajectoryStep]]) -> None:
         raise ValueError(SOURCES_INVALID)
 
 
-def shared_codes(sequences: Sequence[str], ranks: Mapping[str, int]) -> str:
-    """Fold `lcs_codes` over the runs' code strings in order.
+def shared_codes(sequences: Sequence[str], ranks: Mapping[str, int], *, current: str | None = None) -> str:
+    """Fold `lcs_codes` over the runs' code strings in order (from `current`, the fold of earlier runs, if given).
 
     Two kinds of run leave the fold unchanged, so they are skipped: a repeat of a sequence folded before, and a run
     that contains the current sequence. Both follow from one fact: the current sequence only shrinks and is a
@@ -173,8 +182,8 @@ def shared_codes(sequences: Sequence[str], ranks: Mapping[str, int]) -> str:
     way makes the LCS strictly shorter than the current sequence, so at most len(first run) folds need the DP: the
     whole fold costs O(N·L) for the checks plus at most L tables of L×L cells, whatever the number of runs."""
     distinct = list(dict.fromkeys(sequences))
-    current, start = distinct[0], 1
-    while current:
+    current, start = (distinct[0], 1) if current is None else (current, 0)
+    while current and start < len(distinct):
         contained_in = subsequence_pattern(current).match
         not_contained = map(not_, map(contained_in, islice(distinct, start, None)))
         position = next(compress(count(start), not_contained), None)
@@ -222,6 +231,9 @@ class ArgumentAgreement:
     def _align(self) -> None:
         self._match = subsequence_pattern(self.shared, capture=frozenset(self._agreeing)).match
         self._cache: dict[str, tuple[int, ...]] = {}
+        # A run's leftmost alignment depends only on its codes up to the last aligned step: (those codes, the
+        # alignment's agreeing indexes, an itemgetter of them) for the last run aligned by a match (see add_batch).
+        self._known: tuple[str, tuple[int, ...], Callable[[Sequence[TrajectoryStep]], Any]] | None = None
 
     def _indexes(self, codes: str) -> tuple[int, ...] | None:
         """The step indexes of the agreeing positions in the run's leftmost alignment (None: `shared` is not in it)."""
@@ -230,7 +242,7 @@ class ArgumentAgreement:
             match = self._match(codes)
             if match is None:
                 return None
-            indexes = self._cache[codes] = tuple([start for start, _ in match.regs[1:]])
+            indexes = self._cache[codes] = tuple(map(_start, match.regs[1:]))
             if len(self._cache) > ALIGNMENTS_REMEMBERED:  # a bound, so memory stays flat in the number of runs
                 self._cache.clear()
         return indexes
@@ -256,16 +268,44 @@ class ArgumentAgreement:
         return True
 
     def add_runs(self, sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
-        """`add` for each of several runs (their code strings and steps, in the same order), settled in one list
-        comparison when every run's aligned arguments are plain or read-only dicts equal to the expected ones (the
-        common case: no interpreter work per run but the alignment). Returns False, and changes nothing, if some
+        """`add` for each of several runs (their code strings and steps, in the same order); see `add_batch`."""
+        return self.add_batch(_Batch(runs, "".join(sequences)))
+
+    def add_batch(self, batch: "_Batch") -> bool:
+        """`add` for each run of a batch, settled in one list comparison when every run's aligned arguments are
+        plain or read-only dicts equal to the expected ones (the common case). A run whose codes start with those
+        of the last run aligned by a match, up to that run's last aligned step, has the same alignment (the greedy
+        leftmost alignment reads no further): its arguments are fetched by one cached `itemgetter`, with no regex
+        and no interpreter work per step. The other runs are matched. Returns False, and changes nothing, if some
         run does not contain `shared`."""
+        sequences, runs = batch.sequences, batch.runs
+        width = len(self._agreeing)
+        if not width:
+            return not any(map(is_, map(self._match, sequences), repeat(None)))
+        known = self._known
+        if known is not None:
+            hits = list(map(str.startswith, sequences, repeat(known[0])))
+            if all(hits):
+                found = list(map(_arguments, chain.from_iterable(map(known[2], runs))))
+                return self._settle(found, sequences, runs)
+            found = list(map(_arguments, chain.from_iterable(map(known[2], compress(runs, hits)))))
+            misses = list(map(not_, hits))
+            sequences, runs = list(compress(sequences, misses)), list(compress(runs, misses))
+        else:
+            found = []
         matches = list(map(self._match, sequences))
         if any(map(is_, matches, repeat(None))):
             return False
-        found = [
+        found += [
             steps[start].arguments for match, steps in zip(matches, runs, strict=True) for start, _ in match.regs[1:]
         ]
+        last = matches[-1]
+        indexes = tuple(map(_start, last.regs[1:]))
+        self._known = (sequences[-1][: last.end()], indexes, _getter(indexes))
+        return self._settle(found, batch.sequences, batch.runs)
+
+    def _settle(self, found: list[Any], sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
+        """`found`: every run's aligned arguments, run after run (in any run order)."""
         if found == self._expected * len(runs) and _COMPARES_AS_DICT.issuperset(map(type, found)):
             return True
         for sequence, steps in zip(sequences, runs, strict=True):
@@ -276,6 +316,26 @@ class ArgumentAgreement:
         """Per position of `shared`: the first run's arguments where every run agreed, else {}."""
         kept = set(self._agreeing)
         return [self._first[position] if position in kept else {} for position in range(len(self.shared))]
+
+
+class _Batch:
+    """Runs handled together: the runs and each run's code string, cut from the batch's codes joined into one
+    string (encoded in one pass over the batch's steps)."""
+
+    __slots__ = ("runs", "sequences")
+
+    def __init__(self, runs: Sequence[Sequence[TrajectoryStep]], joined: str) -> None:
+        self.runs = runs
+        ends = list(accumulate(map(len, runs)))
+        self.sequences = list(map(joined.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+
+
+def _getter(indexes: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """An itemgetter that always returns a tuple (a plain itemgetter of one index returns the item)."""
+    if len(indexes) == 1:
+        single = itemgetter(indexes[0])
+        return lambda items: (single(items),)
+    return itemgetter(*indexes)
 
 
 def _as_dict(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
