@@ -146,10 +146,10 @@ def _shown_page(request: HttpRequest) -> str:
 # same arguments). The rubric forms of the run page post under /reviews/rubrics/runs/<id>/, whose own address is the
 # panel's htmx fragment, not a page.
 PAGE_OF = {
-    "reviews:rubric_assess": "trajectories:detail",
-    "reviews:rubric_judge": "trajectories:detail",
+    "rubrics:assess": "trajectories:detail",
+    "rubrics:judge": "trajectories:detail",
 }
-NOT_PAGES = {"reviews:rubric_panel"}
+NOT_PAGES = {"rubrics:run_panel"}
 
 
 def page_of(path_info: str) -> str:

@@ -32,6 +32,7 @@ urlpatterns = [
     path("graphs/", include("graphs.urls")),
     path("procedures/", include("procedures.urls")),
     path("intents/", include("intents.urls")),
+    path("reviews/rubrics/", include("rubrics.urls")),  # before reviews/: its addresses from when rubrics lived there
     path("reviews/", include("reviews.urls")),
     path("certification/", include("uplift.urls")),
     path("api/v1/", api_not_found),  # ninja's root view raises a bare Http404 (HTML): answer it here

@@ -5,11 +5,7 @@ class IntentsConfig(AppConfig):
     name = "intents"
 
     def ready(self) -> None:
-        from reviews.rubrics import register_intent_key
-
         from . import audit_blinding, promotable  # noqa: F401 (registers intent taxonomy versions with reviews)
-        from .core import normalize_intent
 
-        register_intent_key(normalize_intent)
         audit_blinding.register()  # judgments in the audit log are sealed until the candidate is placed
         from . import lease_takeover_services  # noqa: F401 (a dead worker's runs are taken over: common.liveness)

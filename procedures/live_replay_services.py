@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from procedures import core
-from reviews.rubric_floor import FloorResult, rubric_floor_check
+from rubrics.floor import FloorResult, rubric_floor_check
 from trajectories.choices import JobStatus
 from trajectories.core import TrajectoryStep
 from trajectories.job_services import answering_agents, jobs_create, jobs_expire

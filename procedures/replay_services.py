@@ -24,7 +24,7 @@ from django.utils import timezone
 from accounts.services import Actor, audit_record
 from procedures import core
 from procedures.core.gate import regression_gate
-from reviews.rubric_floor import FloorResult
+from rubrics.floor import FloorResult
 
 from .certification import CasePairs, certify_replay
 from .models import Procedure, ProcedureVersion, ReplayCase, ReplayMode, ReplayRun, ReplayStatus, VersionStatus

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from accounts.services import Actor
 from common.demo_seeding import SeedContext, demo_seeder
 
-from . import rubric_demo  # noqa: F401 (registers the "rubrics" demo seeder)
 from .errors import ReviewError
 from .models import PromotionRequest
 from .registry import UnknownKind, get_kind

@@ -186,17 +186,3 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of delivery {self.delivery_id}"
-
-
-# Rubrics live in their own module; Django discovers models through this one.
-from .rubric_models import (  # noqa: E402, F401
-    RaterKind,
-    Rubric,
-    RubricAssessmentRow,
-    RubricJob,
-    RubricJobKind,
-    RubricJobStatus,
-    RubricScoreRow,
-    RubricVersion,
-    RubricVersionStatus,
-)

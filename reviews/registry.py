@@ -1,13 +1,14 @@
 """The promotable registry (DESIGN.md §5): how reviews and uplift learn about the things they can activate.
 
 Each owning app subclasses `PromotableKind` in its `promotable.py` and registers it with `register_kind` when its
-AppConfig.ready imports that module: procedure versions (procedures), graph revisions (graphs), intent taxonomy versions
-(intents) and rubric versions (reviews' own `rubric_promotable.py`, while rubrics live in reviews). `reviews` runs the
-promotion policy; a kind describes candidates, reports their gate evidence, shows their diff and activates a candidate
-inside the review's transaction (`move_active_version` does it for kinds whose parent row holds the active version).
-The optional methods serve uplift: the learned texts the safety scan reads, the active artifacts and their runs' models
-(model coverage), re-certification, and for `watchable` kinds the watch after activation (a canary's start, share and
-end, the runs of each arm). Neither reviews nor uplift imports the owning apps (import-linter contracts).
+AppConfig.ready imports that module: procedure versions (procedures), graph revisions (graphs), intent taxonomy
+versions (intents) and rubric versions (rubrics). `reviews` runs the promotion policy; a kind describes candidates,
+reports their gate evidence, shows their diff (and optionally a panel of what else its reviewers should read,
+review_panel) and activates a candidate inside the review's transaction (`move_active_version` does it for kinds
+whose parent row holds the active version). The optional methods serve uplift: the learned texts the safety scan
+reads, the active artifacts and their runs' models (model coverage), re-certification, and for `watchable` kinds the
+watch after activation (a canary's start, share and end, the runs of each arm). Neither reviews nor uplift imports
+the owning apps (import-linter contracts).
 
 Ids crossing the registry are strings (a version pk, a revision pk) so one table can hold requests of every kind.
 People never see those ids: every page, message and API answer names a candidate by its kind's *label* (`v3` for a
@@ -220,6 +221,11 @@ class PromotableKind(ABC):
     def history_url(self, parent_key: str) -> str:
         """Where the parent lives in its own app (optional)."""
         return ""
+
+    def review_panel(self, viewer: Any, candidate_id: str, parent_key: str) -> DiffView | None:
+        """What else the request's page shows its reviewers, as `viewer` may see it (optional): a template and its
+        context, rendered before "what changes" (a rubric version's agreement between raters). None: nothing."""
+        return None
 
     def demo_candidate(self, *, actor: Any) -> str | None:
         """seed_demo only (optional): a candidate worth proposing in the demo, created by the owning app if needed."""

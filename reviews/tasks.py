@@ -17,7 +17,3 @@ def deliver_due_webhooks() -> int:
     for delivery_id in due:
         deliver_webhook.delay(delivery_id)
     return len(due)
-
-
-# Rubric tasks live in their own module; importing it here registers them with workers (autodiscovery reads tasks.py).
-from .rubric_tasks import rubric_judge, rubric_propose, rubric_reap  # noqa: E402, F401

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import rubric_views, views
+from . import views
 
 app_name = "reviews"
 urlpatterns = [
@@ -16,10 +16,4 @@ urlpatterns = [
     path("webhooks/", views.webhooks_view, name="webhooks"),
     path("webhooks/<int:pk>/toggle/", views.webhook_toggle_view, name="webhook_toggle"),
     path("webhooks/deliveries/", views.deliveries_view, name="deliveries"),
-    path("rubrics/", rubric_views.list_view, name="rubrics"),
-    path("rubrics/<int:pk>/", rubric_views.detail_view, name="rubric"),
-    path("rubrics/<int:pk>/agreement/", rubric_views.agreement_view, name="rubric_agreement"),
-    path("rubrics/runs/<int:run_id>/", rubric_views.panel_view, name="rubric_panel"),
-    path("rubrics/runs/<int:run_id>/assess/", rubric_views.assess_view, name="rubric_assess"),
-    path("rubrics/runs/<int:run_id>/judge/", rubric_views.judge_view, name="rubric_judge"),
 ]

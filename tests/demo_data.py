@@ -46,7 +46,7 @@ def assert_the_users_runs_were_left_alone() -> None:
     """No demo proposal, rubric judgment or procedure version read any of the user's runs."""
     from intents.models import IntentBatchRun
     from procedures.models import ProcedureVersion
-    from reviews.rubric_models import RubricAssessmentRow
+    from rubrics.models import RubricAssessmentRow
 
     user_ids = set(user_runs().values_list("pk", flat=True))
     assert not IntentBatchRun.objects.filter(trajectory_run__source=USER_SOURCE).exists()

@@ -42,8 +42,9 @@ from intents import windows
 from intents.models import IntentBatchRun
 from llm.core import ScriptedChatModel
 from procedures import mining_services
-from reviews import rubric_selectors, rubrics
-from reviews.rubric_models import RaterKind, RubricAssessmentRow, RubricJobStatus
+from rubrics import selectors as rubric_selectors
+from rubrics import services as rubric_services
+from rubrics.models import RaterKind, RubricAssessmentRow, RubricJobStatus
 from tests.intents.helpers import reply, tid
 from tests.intents.windows_helpers import DAY, T0, activate_taxonomy, candidate, window_of
 from tests.procedures.factories import REFUND
@@ -134,9 +135,9 @@ class World:
 
 def rubric_version(operator, production_run: int, django_capture_on_commit_callbacks, monkeypatch):
     model = ScriptedChatModel({"rubric": [RUBRIC]})
-    monkeypatch.setattr(rubrics, "get_chat_model", lambda: model)
+    monkeypatch.setattr(rubric_services, "get_chat_model", lambda: model)
     with django_capture_on_commit_callbacks(execute=True):
-        job = rubrics.rubric_propose_start(actor=Actor(user=operator), key=REFUND, run_ids=[production_run])
+        job = rubric_services.rubric_propose_start(actor=Actor(user=operator), key=REFUND, run_ids=[production_run])
     job.refresh_from_db()
     assert job.status == RubricJobStatus.SUCCEEDED, job.error
     return job.result_version
@@ -166,7 +167,7 @@ def world(operator, reviewer, django_capture_on_commit_callbacks, monkeypatch) -
     # A rubric version, a reviewer's blind assessment of a production run, and one of an evaluation run stored
     # before people's assessments of evaluation runs were refused.
     version = rubric_version(operator, production[0], django_capture_on_commit_callbacks, monkeypatch)
-    rubrics.rubric_assessment_submit(
+    rubric_services.rubric_assessment_submit(
         actor=Actor(user=reviewer),
         run_id=production[1],
         version_id=version.pk,
@@ -335,9 +336,9 @@ def learn_everything(world: World, learners: Learners, operator, reviewer, monke
 
     # Rubrics: a proposal from the intent's example runs; agreement, for someone who assessed and someone who did not.
     rubric_model = ScriptedChatModel({"rubric": [RUBRIC]})
-    monkeypatch.setattr(rubrics, "get_chat_model", lambda: rubric_model)
-    run("example_run_ids", rubrics.example_run_ids, rubrics.intent_key(REFUND))
-    run("rubric_propose_start", rubrics.rubric_propose_start, actor=actor, key=REFUND)
+    monkeypatch.setattr(rubric_services, "get_chat_model", lambda: rubric_model)
+    run("example_run_ids", rubric_services.example_run_ids, rubric_services.intent_key(REFUND))
+    run("rubric_propose_start", rubric_services.rubric_propose_start, actor=actor, key=REFUND)
     learners.produced["rubric proposal prompts"] = [part for r in rubric_model.requests for part in r.parts]
     for user in (reviewer, operator):
         run("agreement_for", rubric_selectors.agreement_for, user, world.version.rubric, world.version)

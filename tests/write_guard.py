@@ -46,7 +46,6 @@ WRITE_MODULES = {
     "graphs/evolution/stores.py": "the evolution loop's stores write the chains and rounds as the loop runs",
     "intents/taxonomy.py": "the taxonomy's services (judgments, drafts, proposals)",
     "intents/windows.py": "the window analyses' services (analysis, alerts, drift reports)",
-    "reviews/rubrics.py": "the rubrics' services (proposals, versions, assessments, judging jobs)",
     "reviews/webhooks.py": "the webhook outbox, endpoints and delivery attempts",
     "accounts/token_cache.py": "tokens' last-used times, flushed in batches by the token cache",
 }
@@ -57,7 +56,7 @@ PASS_THROUGH = {
 # Tables Django's own machinery writes for a request (the session store): the framework's state, not an app's rows.
 FRAMEWORK_TABLES = ("django_session",)
 # Every app's promotable.py: `activate()` moves the app's own pointer inside reviews.services' transaction.
-WRITE_MODULE_NAMES = ("services.py", "promotable.py", "rubric_promotable.py")
+WRITE_MODULE_NAMES = ("services.py", "promotable.py")
 WRITE_STATEMENTS = ("INSERT", "UPDATE", "DELETE")
 
 

@@ -12,15 +12,15 @@ from urllib.parse import urlsplit
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from common.cursors import InvalidCursor
-from reviews import rubric_selectors
 
-from . import explorer_columns, run_markup, selectors
+from . import explorer_columns, run_markup, run_panels, selectors
 from .core.align import align_tools
 from .filter_form import filter_form_html
 from .forms import RunFilterForm
@@ -123,7 +123,7 @@ def list_view(request: HttpRequest) -> HttpResponse:
         notice = " ".join(filter(None, [notice, "That page link is no longer valid; showing the first page."]))
         cursor = None
         page, totals = selectors.run_results(filters=filters, limit=PAGE_SIZE, sort=sort, totals=with_totals)
-    rubric_selectors.attach_rubric_scores(page.runs, viewer=request.user, production=_is_production)
+    run_panels.annotate_listed_runs(page.runs, viewer=request.user, production=_is_production)
     rows_html = run_rows(page.runs)
     active = _active(request, form)
     shown = explorer_columns.shown_columns(request)
@@ -224,17 +224,20 @@ def export_view(request: HttpRequest) -> HttpResponse:
 def detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run, steps = selectors.run_and_steps(pk)
     waterfall = selectors.run_waterfall(run, steps)
-    rubric_panel = rubric_selectors.run_panel(request.user, run, production=run.source != EVALUATION_SOURCE)
+    panels = run_panels.run_panels(request.user, run, production=run.source != EVALUATION_SOURCE)
     context = {
         "run": run,
         "steps": steps,
         "waterfall": waterfall,
         "waterfall_svg": run_markup.waterfall_svg(waterfall, run.pk) if waterfall.timed else "",
-        "step_timeline": run_markup.step_timeline(steps, rubric_panel.evidence_steps, reverse("trajectories:list")),
+        "step_timeline": run_markup.step_timeline(
+            steps, run_panels.evidence_steps(panels), reverse("trajectories:list")
+        ),
         "is_evaluation": run.source == EVALUATION_SOURCE,
         "metadata_json": json.dumps(run.metadata, indent=2, ensure_ascii=False, sort_keys=True) if run.metadata else "",
         "inferred": _inferred(run.metadata),
-        "rubric_panel": rubric_panel,
+        # the other apps' panels (trajectories.run_panels), each an autoescaped template (render_to_string: safe)
+        "panels_html": [render_to_string(panel.template, panel.context, request) for panel in panels],
     }
     return render(request, "trajectories/detail.html", context)
 

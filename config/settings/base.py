@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "procedures",
     "intents",
     "reviews",
+    "rubrics",
     "otlp",
     "uplift",
     "dashboard",

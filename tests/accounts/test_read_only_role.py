@@ -111,7 +111,7 @@ def _kwargs(route: str, pattern: URLPattern) -> dict[str, object]:
     from intents.window_models import DriftReport, NoveltyAlert, WindowAnalysis
     from procedures.models import ProcedureVersion
     from reviews.models import PromotionRequest
-    from reviews.rubric_models import Rubric
+    from rubrics.models import Rubric
     from trajectories.models import Run
 
     def first(model, field="pk"):
@@ -125,8 +125,8 @@ def _kwargs(route: str, pattern: URLPattern) -> dict[str, object]:
         "intents:drift": {"report_id": first(DriftReport)},
         "intents:window_alert_decide": {"alert_id": first(NoveltyAlert)},
         "reviews:history": {"kind": "procedure_version", "parent_key": "1"},
-        "reviews:rubric": {"pk": first(Rubric)},
-        "reviews:rubric_agreement": {"pk": first(Rubric)},
+        "rubrics:detail": {"pk": first(Rubric)},
+        "rubrics:agreement": {"pk": first(Rubric)},
         "procedures:run_vs": {"run_id": first(Run)},
         "accounts:token_revoke": {"token_id": first(ApiToken)},
     }
@@ -169,9 +169,9 @@ def test_no_page_writes_anything_for_her(demo):
         "intents:window_alert_decide",
         "reviews:propose",
         "reviews:judge",
-        "reviews:rubrics",
-        "reviews:rubric_assess",
-        "reviews:rubric_judge",
+        "rubrics:list",
+        "rubrics:assess",
+        "rubrics:judge",
     }
     assert writes_forms <= set(checked)
 

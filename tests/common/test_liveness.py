@@ -112,6 +112,6 @@ def test_beat_looks_for_dead_workers_well_within_a_minute():
 
 
 def test_every_kind_of_worker_lease_is_registered():
-    assert {"procedures.replayrun", "graphs.evolutionrun", "intents.intentproposalrun", "reviews.rubricjob"} <= set(
+    assert {"procedures.replayrun", "graphs.evolutionrun", "intents.intentproposalrun", "rubrics.rubricjob"} <= set(
         liveness.registered_leases()
     )

@@ -17,7 +17,7 @@ from graphs.models import EvolutionRun
 from intents.models import IntentProposalRun
 from procedures import mining_services, offline_replay_services
 from procedures.models import ReplayRun, ReplayStatus
-from reviews.rubric_models import Rubric, RubricJob, RubricJobKind
+from rubrics.models import Rubric, RubricJob, RubricJobKind
 from tests.graphs.evolution_helpers import make_lab
 from tests.procedures.factories import REFUND, queued_replay, refund_runs
 
@@ -66,7 +66,7 @@ KINDS = {
     "procedures.replayrun": replay_held_by,
     "graphs.evolutionrun": run_held_by,
     "intents.intentproposalrun": proposal_held_by,
-    "reviews.rubricjob": rubric_job_held_by,
+    "rubrics.rubricjob": rubric_job_held_by,
 }
 
 

@@ -14,7 +14,7 @@ from intents.taxonomy import taxonomy_draft
 from procedures.errors import MiningError
 from procedures.mining_services import procedure_mine
 from reviews.errors import Invalid
-from reviews.rubrics import rubric_ensure
+from rubrics.services import rubric_ensure
 from tests.conftest import logged_in
 from tests.factories import user_with
 from tests.trajectories.factories import run_item

@@ -8,7 +8,7 @@ from accounts.roles import Role
 from accounts.services import Actor
 from tests.conftest import logged_in
 from tests.factories import user_with
-from tests.reviews.test_rubric_services import committed, make_run, make_version  # noqa: F401
+from tests.rubrics.helpers import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
 
 pytestmark = pytest.mark.django_db
 USERS = reverse("admin:accounts_user_changelist")
@@ -148,12 +148,12 @@ def test_a_versions_structured_arguments_show_as_formatted_json(viewer):
 
 
 def test_a_refused_rubric_assessment_keeps_what_was_typed(operator, reviewer, committed):  # noqa: F811
-    from reviews.rubric_models import RubricAssessmentRow
+    from rubrics.models import RubricAssessmentRow
 
     version = make_version(operator, committed)
     run_id = make_run()
     client = logged_in(reviewer)
-    url = reverse("reviews:rubric_assess", args=[run_id])
+    url = reverse("rubrics:assess", args=[run_id])
     data = {
         "version": version.pk,
         "dimension": ["task_completed"],
@@ -162,7 +162,7 @@ def test_a_refused_rubric_assessment_keeps_what_was_typed(operator, reviewer, co
         "evidence:task_completed": "9",
         "explanation:task_completed": "typed & kept",
     }
-    response = post(client, reverse("reviews:rubrics"), url, data, headers={"HX-Request": "true"})
+    response = post(client, reverse("rubrics:list"), url, data, headers={"HX-Request": "true"})
     page = response.content.decode()
     assert response.status_code == 422 and "outside the trajectory" in page
     assert 'value="0.85"' in page and 'value="0.6"' in page and 'value="9"' in page

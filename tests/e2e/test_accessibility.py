@@ -30,7 +30,7 @@ from intents.models import IntentProposalRun
 from intents.window_models import DriftReport, WindowAnalysis
 from procedures.models import ProcedureVersion
 from reviews.models import PromotionRequest
-from reviews.rubric_models import RubricScoreRow, RubricVersion
+from rubrics.models import RubricScoreRow, RubricVersion
 from tests.graphs.evolution_helpers import run_to_end, start
 from trajectories.models import Run
 from uplift.models import Certificate, Watch
@@ -43,7 +43,7 @@ AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 NOT_VISITED = {
     "healthz": "JSON for load balancers",
     "trajectories:export": "a JSONL download",
-    "reviews:rubric_panel": "an htmx fragment of the run page, checked there",
+    "rubrics:run_panel": "an htmx fragment of the run page, checked there",
     "trajectories:totals": "an htmx fragment of the explorer (a filter's totals), checked there",
 }
 NOT_VISITED_PREFIXES = {

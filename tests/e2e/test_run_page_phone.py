@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import User
-from reviews.rubric_models import RubricAssessmentRow
+from rubrics.models import RubricAssessmentRow
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,10 @@ from procedures import errors, live_replay_services, mining_services, offline_re
 from procedures.core import DEFAULT_PROCEDURE_CHECKS
 from procedures.models import Procedure, ProcedureVersion, ReplayStatus, VersionStatus
 from procedures.promotable import ProcedureVersionKind
-from reviews import rubrics
-from reviews.core.rubrics import RubricDimension, TrajectoryRubric
-from reviews.rubric_models import RubricJob, RubricJobKind, RubricJobStatus, RubricScoreRow
 from reviews.services import judgment_submit, promotion_override, promotion_propose
+from rubrics import services as rubric_services
+from rubrics.core.rubrics import RubricDimension, TrajectoryRubric
+from rubrics.models import RubricJob, RubricJobKind, RubricJobStatus, RubricScoreRow
 from tests.conftest import logged_in
 from tests.factories import user_with
 from trajectories import job_services
@@ -36,7 +36,7 @@ DEFAULT_CHECKS = [check.metric for check in DEFAULT_PROCEDURE_CHECKS]
 def active_rubric(operator, reviewer, admin_user):
     """The refund intent's rubric (task_completed required, weight 2; policy_followed, weight 1), made active
     through a promotion request: two approvals and an admin override (a rubric has no gate evidence)."""
-    rubric = rubrics.rubric_ensure(actor=Actor(user=operator), key=REFUND)
+    rubric = rubric_services.rubric_ensure(actor=Actor(user=operator), key=REFUND)
     document = TrajectoryRubric(
         task="Refund an order",
         dimensions=(
@@ -44,7 +44,7 @@ def active_rubric(operator, reviewer, admin_user):
             RubricDimension("policy_followed", "Respected the refund policy.", weight=1.0),
         ),
     )
-    version, _ = rubrics.rubric_version_add(actor=Actor(user=operator), rubric=rubric, document=document)
+    version, _ = rubric_services.rubric_version_add(actor=Actor(user=operator), rubric=rubric, document=document)
     request = promotion_propose(
         actor=Actor(user=operator), kind="rubric_version", candidate_id=str(version.pk), rationale="refund rubric"
     )
@@ -66,7 +66,7 @@ def judges_say(monkeypatch, **scores: float) -> None:
         ]
         return json.dumps({"assessments": rows})
 
-    monkeypatch.setattr(rubrics, "scripted_judge_reply", reply)
+    monkeypatch.setattr(rubric_services, "scripted_judge_reply", reply)
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_a_floor_met_by_every_judged_run_passes(
     rubric = live.gate_report["rubric"]
     assert (
         rubric["applied"] is True
-        and rubric["rubric_key"] == rubrics.intent_key(REFUND)
+        and rubric["rubric_key"] == rubric_services.intent_key(REFUND)
         and rubric["rubric_version"] == 1
     )
     runs = answered_run_ids(live)
@@ -132,11 +132,13 @@ def test_a_floor_met_by_every_judged_run_passes(
     # the judges' scores are the runs' cached rubric scores, each judge a ModelCall
     assert set(RubricScoreRow.objects.filter(version=active_rubric).values_list("run_id", flat=True)) == set(runs)
     assert RubricJob.objects.filter(kind=RubricJobKind.JUDGE, status=RubricJobStatus.SUCCEEDED).count() == len(runs)
-    assert ModelCall.objects.filter(role="judge").count() == len(runs) * rubrics.judges_setting()
+    assert ModelCall.objects.filter(role="judge").count() == len(runs) * rubric_services.judges_setting()
     assert ProcedureVersion.objects.get(pk=live.version_id).status == VersionStatus.READY
     evidence = ProcedureVersionKind().gate_evidence(str(live.version_id))
     assert evidence.passing is True and "rubric floor 0.6 met" in evidence.summary
-    assert evidence.details["rubric_floor"].startswith(f"floor 0.6 under {rubrics.intent_key(REFUND)} v1: passed")
+    assert evidence.details["rubric_floor"].startswith(
+        f"floor 0.6 under {rubric_services.intent_key(REFUND)} v1: passed"
+    )
 
 
 def test_a_required_failure_fails_the_gate_with_the_reason(

@@ -36,8 +36,8 @@ def test_the_demo_leaves_an_open_request_per_kind_for_the_reviewers(settings, tm
 
 def test_a_refund_rubric_proposed_from_someone_elses_runs_is_left_alone(settings, tmp_path, operator):
     from accounts.services import Actor
-    from reviews.rubric_models import RubricAssessmentRow, RubricVersion
-    from reviews.rubrics import rubric_propose_run, rubric_propose_start
+    from rubrics.models import RubricAssessmentRow, RubricVersion
+    from rubrics.services import rubric_propose_run, rubric_propose_start
     from tests.demo_data import push_user_runs
 
     settings.VAR_DIR = tmp_path

@@ -15,11 +15,12 @@ from django.utils import timezone
 from django.utils.formats import time_format
 
 from accounts.roles import Role
-from reviews import rubric_selectors, services
+from reviews import services
 from reviews.models import Judgment, PromotionStatus, QueueLease
+from rubrics import selectors as rubric_selectors
 from tests.conftest import logged_in
 from tests.factories import user_with
-from tests.reviews.test_rubric_services import committed, make_run, make_version  # noqa: F401  (fixture)
+from tests.rubrics.helpers import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
 
 from .conftest import act
 from .test_identity import _fresh_caches, workspace_with_two_revisions  # noqa: F401  (autouse fixture)
@@ -109,10 +110,12 @@ def ada(db):
 
 def rubric_request(operator, committed):  # noqa: F811
     """A rubric version proposed for activation, two model judges having scored a run under it."""
-    from reviews import rubrics
+    from rubrics import services as rubric_services
 
     version = make_version(operator, committed)
-    committed(rubrics.rubric_judge_start, actor=act(operator), run_id=make_run(), version_id=version.pk, judges=2)
+    committed(
+        rubric_services.rubric_judge_start, actor=act(operator), run_id=make_run(), version_id=version.pk, judges=2
+    )
     request = services.promotion_propose(
         actor=act(operator), kind="rubric_version", candidate_id=str(version.pk), rationale="see agreement"
     )
@@ -171,7 +174,7 @@ def test_the_rubric_request_page_shows_the_agreement_to_check(operator, viewer, 
     page = item_page(viewer, request)
     panel = page[page.index('id="agreement"') : page.index('id="changes"')]
     assert "Agreement between raters" in panel
-    agreement_url = reverse("reviews:rubric_agreement", args=[version.rubric_id]) + f"?version={version.pk}"
+    agreement_url = reverse("rubrics:agreement", args=[version.rubric_id]) + f"?version={version.pk}"
     assert f'href="{agreement_url}"' in panel
     assert report.dimensions
     for dim in report.dimensions:

@@ -14,7 +14,7 @@ from trajectories.run_rows import run_rows
 
 # The rows as a template would write them: the reference the rows must equal (cells classed by column, long texts
 # clamped with the whole text in a title). (It reads the ORM row's version.number; the rows read
-# reviews.rubric_selectors.ListedScore's version_number: the cases hold both.)
+# rubrics.selectors.ListedScore's version_number: the cases hold both.)
 REFERENCE = engines["django"].from_string(
     """{% load humanize %}{% for run in runs %}<tr>"""
     """<td class="c-run"><a href="{% url 'trajectories:detail' run.pk %}">#{{ run.pk }}</a><span class="clip run-ext"{% if run.external_id %} title="{{ run.external_id|truncatechars:1000 }}"{% endif %}>{{ run.external_id|truncatechars:1000 }}</span></td>"""

@@ -5,7 +5,7 @@ import pytest
 
 from intents.taxonomy_models import IntentTaxonomy, TaxonomyVersion
 from reviews import registry
-from reviews.rubric_models import Rubric, RubricVersion
+from rubrics.models import Rubric, RubricVersion
 from uplift.selectors import safety_report
 
 pytestmark = pytest.mark.django_db

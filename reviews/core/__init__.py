@@ -1,1 +1,0 @@
-"""Pure algorithms of reviews: no Django import, no I/O."""
