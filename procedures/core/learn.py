@@ -1,6 +1,7 @@
 """`learn_procedure`: the stable tool subsequence of successful runs, with the arguments they all agree on (§2.1)."""
 
 import hashlib
+import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, batched, chain, compress, count, islice, repeat
@@ -78,13 +79,13 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
     The fold (§2.1 step 2) needs every run's tools before the alignment (step 4) can start, which would mean two
     passes over the steps, the second one reading cold memory. Instead the fold is first run over a sorted prefix of
     the runs (`_GUESS_RUNS`), giving a guess; then one pass over all runs, in the mapping's own order (usually the
-    order the steps were built in, so memory is read sequentially), in batches of `_BATCH_RUNS`: it checks the
-    batch's steps, encodes their tools and aligns the guess in them while those steps are in cache
-    (`ArgumentAgreement.add_runs`). If every run contains the guess, the guess *is* the fold's result: the fold
+    order the steps were built in, so memory is read sequentially), in batches of about `_BATCH_STEPS` steps: it
+    checks the batch's steps (`all_true`), encodes their tools and aligns the guess in them while those steps are in
+    cache (`ArgumentAgreement.add_batch`). If every run contains the guess, the guess *is* the fold's result: the fold
     continues from it over the remaining sorted runs, and a current sequence contained in the next run is its LCS
     with that run (see lcs.py, shortcut 1), so it never changes. If a run does not contain it, the pass goes on
-    checking and encoding, and the fold and the alignment are redone from the codes (a second pass over the
-    aligned steps only).
+    checking and encoding, the fold goes on from the guess over the runs after the prefix, and the alignment is
+    redone from the codes (a second pass over the aligned steps only).
 
     Errors keep the order of §2.1: an unsuccessful run raises SOURCES_INVALID before NO_SHARED_STEPS (every run is
     checked in the pass), and if anything else fails on the way (say, arguments that are no mapping), every run is
@@ -134,7 +135,7 @@ def _fold_and_retain(
     size = max(1, min(_BATCH_RUNS, _BATCH_STEPS // max(1, mean_steps)))
     sequences: list[str] = []  # every run's codes, in the mapping's order (the prefix encoded again: a few percent)
     for batch_runs in batched(every_run, size):
-        if not all(map(is_, map(_ok, chain.from_iterable(batch_runs)), repeat(True))):
+        if not all_true(list(map(_ok, chain.from_iterable(batch_runs)))):
             raise ValueError(SOURCES_INVALID)
         batch = _Batch(batch_runs, "".join(map(lookup, map(_tool, chain.from_iterable(batch_runs)))))
         sequences += batch.sequences
@@ -163,6 +164,18 @@ def identified_runs(trajectories: Mapping[str, Sequence[TrajectoryStep]]) -> dic
     if not all(runs.values()):
         raise ValueError(SOURCES_INVALID)
     return runs
+
+
+def all_true(values: list[Any]) -> bool:
+    """Whether every value *is* True, at C speed and with no call per value: marshal writes True as the single byte
+    b"T" (it tests identity, `v == Py_True`, before anything else), writes every other value as some other byte
+    or as more than one byte, or refuses it. So the list's body, after its 5-byte header, is b"T" * n exactly when
+    all n values are True (1, 1.0 and other values equal to True are not)."""
+    try:
+        body = marshal.dumps(values)[5:]
+    except (ValueError, TypeError, RecursionError):  # a value marshal cannot write is not True
+        return False
+    return body == b"T" * len(values)
 
 
 def _require_successful(runs: Iterable[Sequence[TrajectoryStep]]) -> None:

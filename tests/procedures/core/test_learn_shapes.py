@@ -162,3 +162,47 @@ def test_a_failed_guess_continues_the_fold_from_it():
         patch.setattr(learn, "_BATCH_RUNS", 3)
         candidate = learn_procedure(runs, intent="i")
     assert candidate == reference_learn_procedure(runs, intent="i")
+
+
+class EqualToTrue:
+    def __eq__(self, other):
+        return other is True
+
+    __hash__ = None
+
+
+class IntLike(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([], True),
+        ([True], True),
+        ([True] * 3000, True),
+        ([True, 1], False),
+        ([1.0, True], False),
+        ([True, IntLike(1)], False),
+        ([True, EqualToTrue()], False),
+        ([True, False], False),
+        ([None], False),
+        ([True, "T"], False),
+        ([True, [True]], False),
+        ([True, (True,)], False),
+    ],
+)
+def test_all_true_is_identity_with_true(values, expected):
+    assert learn.all_true(values) is expected
+    assert all(value is True for value in values) is expected
+
+
+@pytest.mark.parametrize("ok", [1, 1.0, IntLike(1), EqualToTrue(), None, False])
+def test_a_step_whose_ok_only_equals_true_is_refused_in_any_batch(ok):
+    runs = {f"{index:02}": [TrajectoryStep(0, "a", "execute", {}, ok=True)] for index in range(9)}
+    runs["05"] = [TrajectoryStep(0, "a", "execute", {}, ok=True), TrajectoryStep(1, "b", "execute", {}, ok=ok)]
+    for batch_runs in (1, 4, 256):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+            with pytest.raises(ValueError, match=r"^source trajectories must be identified"):
+                learn_procedure(runs, intent="i")
