@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, JSONField, Sum, Value
 
 from accounts.services import Actor, audit_record
@@ -125,7 +125,8 @@ class DbRevisionStore:
         return self._workspaces[slug]
 
     def read_heads(self, workspace: str) -> None:
-        """The head of each of the workspace's chains in one query (documents of HEAD_DOCUMENTS kinds only)."""
+        """The head of each of the workspace's chains in one query (documents of HEAD_DOCUMENTS kinds only; one query a
+        chain where the database cannot limit the parts of a UNION)."""
         ws = self.workspace(workspace)
         branches = []
         for kind in RevisionRow.Kind.values:
@@ -139,7 +140,10 @@ class DbRevisionStore:
             branches.append(chain[:1])
         for kind in RevisionRow.Kind.values:
             self.heads[(workspace, kind)] = None
-        heads = branches[0].union(*branches[1:], all=True).order_by()
+        if connection.features.supports_slicing_ordering_in_compound:
+            heads = list(branches[0].union(*branches[1:], all=True).order_by())
+        else:  # SQLite (the embedded default): one query a chain
+            heads = [head for branch in branches for head in branch]
         for kind, seq, digest, parent, meta, created_at, document in heads:
             row = RevisionRow(
                 workspace=ws,
