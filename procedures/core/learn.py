@@ -5,7 +5,7 @@ import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, batched, chain, compress, count, islice, repeat
-from operator import attrgetter, is_, itemgetter, not_
+from operator import add, attrgetter, eq, is_, itemgetter, mul, not_, sub
 from types import MappingProxyType
 from typing import Any
 
@@ -134,10 +134,16 @@ def _fold_and_retain(
     mean_steps = sum(map(len, every_run)) // len(every_run)
     size = max(1, min(_BATCH_RUNS, _BATCH_STEPS // max(1, mean_steps)))
     sequences: list[str] = []  # every run's codes, in the mapping's order (the prefix encoded again: a few percent)
-    for batch_runs in batched(every_run, size):
+    by_names = True  # whether runs starting with the known alignment prefix were common in the last batch that looked
+    for number, batch_runs in enumerate(batched(every_run, size)):
         if not all_true(list(map(_ok, chain.from_iterable(batch_runs)))):
             raise ValueError(SOURCES_INVALID)
-        batch = _Batch(batch_runs, "".join(map(lookup, map(_tool, chain.from_iterable(batch_runs)))))
+        known = None if agreement is None or not (by_names or number % 16 == 0) else agreement.known
+        if known is None:
+            batch = _encode(batch_runs, None, lookup, None, chain.from_iterable(batch_runs))
+        else:
+            batch = _encode(batch_runs, list(map(_tool, chain.from_iterable(batch_runs))), lookup, known)
+            by_names = 2 * sum(batch.hits) >= len(batch_runs)
         sequences += batch.sequences
         if agreement is not None and not agreement.add_batch(batch):
             agreement = None  # the guess is not in some run: it was too long
@@ -246,7 +252,12 @@ class ArgumentAgreement:
         self._cache: dict[str, tuple[int, ...]] = {}
         # A run's leftmost alignment depends only on its codes up to the last aligned step: (those codes, the
         # alignment's agreeing indexes, an itemgetter of them) for the last run aligned by a match (see add_batch).
-        self._known: tuple[str, tuple[int, ...], Callable[[Sequence[TrajectoryStep]], Any]] | None = None
+        # Also that run's tool names up to there: `_encode` finds such runs by their names and encodes only the rest.
+        self._known: tuple[str, tuple[int, ...], Callable[[Sequence[TrajectoryStep]], Any], list[str]] | None = None
+
+    @property
+    def known(self) -> tuple[str, tuple[int, ...], Callable[[Sequence[TrajectoryStep]], Any], list[str]] | None:
+        return self._known
 
     def _indexes(self, codes: str) -> tuple[int, ...] | None:
         """The step indexes of the agreeing positions in the run's leftmost alignment (None: `shared` is not in it)."""
@@ -282,7 +293,7 @@ class ArgumentAgreement:
 
     def add_runs(self, sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
         """`add` for each of several runs (their code strings and steps, in the same order); see `add_batch`."""
-        return self.add_batch(_Batch(runs, "".join(sequences)))
+        return self.add_batch(_Batch(runs, list(sequences)))
 
     def add_batch(self, batch: "_Batch") -> bool:
         """`add` for each run of a batch, settled in one list comparison when every run's aligned arguments are
@@ -297,7 +308,7 @@ class ArgumentAgreement:
             return not any(map(is_, map(self._match, sequences), repeat(None)))
         known = self._known
         if known is not None:
-            hits = list(map(str.startswith, sequences, repeat(known[0])))
+            hits = batch.hits if batch.known is known else list(map(str.startswith, sequences, repeat(known[0])))
             if all(hits):
                 found = list(map(_arguments, chain.from_iterable(map(known[2], runs))))
                 return self._settle(found, sequences, runs)
@@ -314,7 +325,8 @@ class ArgumentAgreement:
         ]
         last = matches[-1]
         indexes = tuple(map(_start, last.regs[1:]))
-        self._known = (sequences[-1][: last.end()], indexes, _getter(indexes))
+        prefix = sequences[-1][: last.end()]
+        self._known = (prefix, indexes, _getter(indexes), list(map(_tool, runs[-1][: len(prefix)])))
         return self._settle(found, batch.sequences, batch.runs)
 
     def _settle(self, found: list[Any], sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
@@ -332,15 +344,48 @@ class ArgumentAgreement:
 
 
 class _Batch:
-    """Runs handled together: the runs and each run's code string, cut from the batch's codes joined into one
-    string (encoded in one pass over the batch's steps)."""
+    """Runs handled together, each run's code string and, if the batch was encoded against an agreement's known
+    alignment prefix (`known`), which runs start with it (`hits`)."""
 
-    __slots__ = ("runs", "sequences")
+    __slots__ = ("hits", "known", "runs", "sequences")
 
-    def __init__(self, runs: Sequence[Sequence[TrajectoryStep]], joined: str) -> None:
-        self.runs = runs
-        ends = list(accumulate(map(len, runs)))
-        self.sequences = list(map(joined.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+    def __init__(
+        self, runs: Sequence[Sequence[TrajectoryStep]], sequences: list[str], hits: list[bool] | None = None, known=None
+    ) -> None:
+        self.runs, self.sequences, self.hits, self.known = runs, sequences, hits, known
+
+
+def _encode(
+    runs: Sequence[Sequence[TrajectoryStep]],
+    tools: list[str] | None,
+    lookup: Callable[[str], str],
+    known=None,
+    steps: Iterable[TrajectoryStep] = (),
+) -> _Batch:
+    """The batch's runs with their code strings, encoded in one join: from `tools`, the tool names of all their
+    steps in order, or else from `steps`, all their steps. With `known` (an agreement's known alignment prefix: its
+    codes and tool names) and `tools`, a run whose first tools are those names is not encoded there: its codes are
+    the known ones plus its encoded rest (comparing names is cheaper than looking each up and joining the codes).
+    No interpreter work per step or per run."""
+    ends = list(accumulate(map(len, runs)))
+    starts = [0, *ends[:-1]]
+    hits = None
+    if tools is None:
+        joined = "".join(map(lookup, map(_tool, steps)))
+        return _Batch(runs, list(map(joined.__getitem__, map(slice, starts, ends))))
+    if known is not None:
+        prefix, names = known[0], known[3]
+        width = len(names)
+        heads = map(tools.__getitem__, map(slice, starts, map(min, map(add, starts, repeat(width)), ends)))
+        hits = list(map(eq, heads, repeat(names)))
+    if hits is None or not any(hits):
+        joined = "".join(map(lookup, tools))
+        return _Batch(runs, list(map(joined.__getitem__, map(slice, starts, ends))), hits, known)
+    cuts = list(map(add, starts, map(mul, hits, repeat(width))))  # a hit's rest starts after the known names
+    joined = "".join(map(lookup, chain.from_iterable(map(tools.__getitem__, map(slice, cuts, ends)))))
+    rest_ends = list(accumulate(map(sub, ends, cuts)))
+    rests = map(joined.__getitem__, map(slice, [0, *rest_ends[:-1]], rest_ends))
+    return _Batch(runs, list(map(add, map(mul, repeat(prefix), hits), rests)), hits, known)
 
 
 def _getter(indexes: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
