@@ -3,7 +3,7 @@ candidate to review).
 
 Mounted by config/api.py. Reading needs the scope `intents:read`; deciding needs `intents:write` and the reviewer or
 operator role. Decisions go through intents.windows.novelty_alert_decide (an alert is decided once: 409 after).
-A promoted candidate heads every reviewer's judging queue (intents.taxonomy_selectors.review_queue_for) until it is
+A promoted candidate heads every reviewer's judging queue (intents.taxonomy.selectors.review_queue_for) until it is
 judged. Every refusal answers with the Error schema and writes nothing.
 """
 
@@ -20,7 +20,7 @@ from common.cursors import InvalidCursor
 from common.errors import ApiError, Error
 
 from . import window_selectors as selectors
-from .taxonomy_schemas import AlertDecisionIn, AlertOut, AlertPageIn, AlertPageOut
+from .taxonomy.schemas import AlertDecisionIn, AlertOut, AlertPageIn, AlertPageOut
 from .window_models import NoveltyAlert
 from .windows import WindowRefused, novelty_alert_decide
 

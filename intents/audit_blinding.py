@@ -10,7 +10,7 @@ from django.db.models import CharField, Exists, OuterRef, QuerySet
 from django.db.models.functions import Cast
 
 from .models import IntentCandidateRecord, IntentJudgment
-from .taxonomy_selectors import active_intents
+from .taxonomy.selectors import active_intents
 
 TARGET_TYPE = IntentCandidateRecord._meta.label_lower
 

@@ -44,7 +44,7 @@ from .models import (
     IntentTaxonomy,
     TaxonomyVersion,
 )
-from .taxonomy import (
+from .taxonomy.services import (
     KIND,
     Plan,
     active_version,

@@ -195,5 +195,5 @@ class Embedding(models.Model):
         return np.frombuffer(bytes(self.vector), dtype="<f4")
 
 
-from .taxonomy_models import *  # noqa: E402,F403
+from .taxonomy.models import *  # noqa: E402,F403
 from .window_models import *  # noqa: E402,F403

@@ -29,7 +29,7 @@ from reviews.selectors import latest_request_for
 from uplift.core.safety import LearnedText
 
 from .models import IntentCandidateRecord, IntentJudgment, IntentTaxonomy, TaxonomyActivation, TaxonomyVersion
-from .taxonomy import KIND, MIN_AGREEMENT, MIN_JUDGMENTS, summarize
+from .taxonomy.services import KIND, MIN_AGREEMENT, MIN_JUDGMENTS, summarize
 
 
 def _version(candidate_id: str) -> TaxonomyVersion:

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from . import taxonomy_views, views, window_views
+from . import views, window_views
+from .taxonomy import views as taxonomy_views
 
 app_name = "intents"
 urlpatterns = [

@@ -95,7 +95,7 @@ def labels_of_candidates(candidate_ids: Iterable[str]) -> dict[str, str]:
 
 def active_taxonomy() -> ActiveTaxonomy | None:
     """The reviewed taxonomy's active version as (ref, intents), or None when no version is active (one query)."""
-    from .taxonomy_models import IntentTaxonomy
+    from .taxonomy.models import IntentTaxonomy
     from .windows import ActiveTaxonomy, TaxonomyIntent
 
     taxonomy = (

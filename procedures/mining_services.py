@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from common.text import plain_identifier_error
-from intents.taxonomy_selectors import RunGroup, runs_of_intent
+from intents.taxonomy.selectors import RunGroup, runs_of_intent
 from procedures import core
 from procedures.core.columns import learn_streamed
 from procedures.core.learn import INTENT_OR_RUNS_MISSING

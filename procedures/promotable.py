@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from common.parsing import int_or_none
-from intents.taxonomy_selectors import runs_of_intent
+from intents.taxonomy.selectors import runs_of_intent
 from reviews.activations import activated_since
 from reviews.registry import (
     ActiveArtifact,

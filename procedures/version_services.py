@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 
 from accounts.services import Actor, audit_record
 from common.parsing import int_or_none
-from intents.taxonomy_selectors import runs_of_intent
+from intents.taxonomy.selectors import runs_of_intent
 from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset
 

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.services import Actor
-from intents.taxonomy_selectors import reviewed_intents_by_key
+from intents.taxonomy.selectors import reviewed_intents_by_key
 from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
 from uplift import selectors as uplift_selectors

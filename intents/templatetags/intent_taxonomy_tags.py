@@ -2,7 +2,7 @@
 
 from django import template
 
-from intents.taxonomy_selectors import awaiting_count
+from intents.taxonomy.selectors import awaiting_count
 
 register = template.Library()
 

@@ -5,7 +5,7 @@ the dashboard, until it closes. (No API lists audit events; webhooks announce on
 import pytest
 
 from accounts.roles import Role
-from intents.taxonomy import intent_judgment_submit
+from intents.taxonomy.services import intent_judgment_submit
 from reviews import services
 from reviews.registry import register_kind, unregister_kind
 from tests.conftest import logged_in

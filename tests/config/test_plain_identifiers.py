@@ -10,7 +10,7 @@ from accounts.roles import Role
 from accounts.services import Actor, AgentRefused, agent_create, api_token_create
 from common.text import plain_identifier_error, require_plain_identifier
 from graphs.services import workspace_create
-from intents.taxonomy import taxonomy_draft
+from intents.taxonomy.services import taxonomy_draft
 from procedures.errors import MiningError
 from procedures.mining_services import procedure_mine
 from reviews.errors import Invalid

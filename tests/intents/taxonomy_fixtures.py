@@ -14,7 +14,7 @@ from accounts.roles import Role
 from accounts.services import Actor
 from intents.core import normalize_intent
 from intents.models import IntentCandidateRecord
-from intents.taxonomy import intent_judgment_submit, taxonomy_draft, taxonomy_propose
+from intents.taxonomy.services import intent_judgment_submit, taxonomy_draft, taxonomy_propose
 from reviews.services import judgment_submit
 from tests.factories import user_with
 from trajectories.models import Run

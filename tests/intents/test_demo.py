@@ -150,7 +150,7 @@ def test_seeding_leaves_the_users_proposals_and_judgments_alone(seeded):
     from accounts.services import Actor
     from intents.demo import run_inline
     from intents.services import intent_proposal_start
-    from intents.taxonomy import intent_judgment_submit, taxonomy_preview
+    from intents.taxonomy.services import intent_judgment_submit, taxonomy_preview
     from tests.demo_data import push_user_runs
     from tests.factories import user_with
 
@@ -179,7 +179,7 @@ def test_candidates_judged_on_the_tour_are_left_for_the_user_to_draft(seeded):
     again before they draft must not draft and approve it for them."""
     from accounts.models import User
     from accounts.services import Actor
-    from intents.taxonomy import intent_judgment_submit, taxonomy_preview
+    from intents.taxonomy.services import intent_judgment_submit, taxonomy_preview
 
     judged = set(IntentJudgment.objects.values_list("candidate__candidate_id", flat=True))
     waiting = (

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from accounts.roles import Role
 from intents.models import IntentJudgment, TaxonomyVersion
-from intents.taxonomy_selectors import runs_of_intent
+from intents.taxonomy.selectors import runs_of_intent
 from procedures.mining_services import procedure_mine
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in

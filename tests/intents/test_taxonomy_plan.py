@@ -2,7 +2,7 @@
 
 import pytest
 
-from intents.taxonomy import CandidateSummary, Decided, mint_intent_id, plan_draft, run_index
+from intents.taxonomy.services import CandidateSummary, Decided, mint_intent_id, plan_draft, run_index
 from reviews.errors import Invalid
 
 

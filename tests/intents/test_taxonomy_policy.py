@@ -5,9 +5,9 @@ promotion policy (two approvals from others, stale expected revision answered 40
 import pytest
 
 from accounts.models import AuditEvent
-from intents import taxonomy_selectors
 from intents.models import IntentJudgment, IntentTaxonomy, TaxonomyActivation, TaxonomyRunIntent, TaxonomyVersion
-from intents.taxonomy import taxonomy_draft, taxonomy_propose
+from intents.taxonomy import selectors as taxonomy_selectors
+from intents.taxonomy.services import taxonomy_draft, taxonomy_propose
 from reviews import activations
 from reviews.errors import Conflict, Invalid, NotAllowed
 from reviews.models import PromotionStatus

@@ -3,7 +3,7 @@ version's task and dimension descriptions."""
 
 import pytest
 
-from intents.taxonomy_models import IntentTaxonomy, TaxonomyVersion
+from intents.taxonomy.models import IntentTaxonomy, TaxonomyVersion
 from reviews import registry
 from rubrics.models import Rubric, RubricVersion
 from uplift.selectors import safety_report

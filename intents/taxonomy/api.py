@@ -2,7 +2,7 @@
 reviewers' judgments of intent candidates.
 
 Mounted by config/api.py. Reading needs the scope `intents:read`; judging needs `intents:write` and the reviewer role
-(intents.taxonomy decides: the proposer cannot judge, one judgment per reviewer, a merge names an active intent).
+(the services decide: the proposer cannot judge, one judgment per reviewer, a merge names an active intent).
 Judgments of others stay hidden until the caller's own is recorded, as on the review queue page. Nothing here moves
 the active pointer: a version becomes active through a promotion (kind `intent_taxonomy`, POST /api/v1/promotions).
 Every refusal answers with the Error schema and writes nothing.
@@ -22,9 +22,9 @@ from common.cursors import IntCursor, InvalidCursor
 from common.errors import ApiError, Error
 from reviews.errors import ReviewError
 
-from . import taxonomy, taxonomy_selectors
-from .models import IntentCandidateRecord, IntentJudgment, IntentTaxonomy, TaxonomyVersion
-from .taxonomy_schemas import (
+from ..models import IntentCandidateRecord, IntentJudgment, IntentTaxonomy, TaxonomyVersion
+from . import selectors, services
+from .schemas import (
     CandidateJudgmentsOut,
     IntentJudgmentIn,
     IntentQueueOut,
@@ -179,7 +179,7 @@ def _judgment_out(judgment: IntentJudgment, candidate_id: str) -> dict:
 
 
 def _judgments_out(request: HttpRequest, record: IntentCandidateRecord) -> dict:
-    seen = taxonomy_selectors.judgments_for(request.user, record)
+    seen = selectors.judgments_for(request.user, record)
     cid = record.candidate_id
     return {
         "candidate_id": cid,
@@ -198,7 +198,7 @@ def _judgments_out(request: HttpRequest, record: IntentCandidateRecord) -> dict:
     "others' judgments is given, not even how many: they wait for yours.",
 )
 def judging_queue(request: HttpRequest):
-    page = taxonomy_selectors.review_queue_for(request.user)
+    page = selectors.review_queue_for(request.user)
     items = [
         {
             "candidate_id": row.candidate_id,
@@ -237,7 +237,7 @@ def judge(request: HttpRequest, body: IntentJudgmentIn):
         raise ApiError(422, "invalid", "merge_into goes only with the verdict merge")
     record = _candidate(body.candidate_id)
     try:
-        taxonomy.intent_judgment_submit(
+        services.intent_judgment_submit(
             actor=Actor.of_request(request),
             candidate=record,
             verdict=body.verdict,

@@ -19,8 +19,8 @@ from accounts.services import Actor
 from common.parsing import int_or_none
 from reviews.errors import NotAllowed, ReviewError
 
-from . import taxonomy, taxonomy_selectors
-from .promotable import change_counts
+from ..promotable import change_counts
+from . import selectors, services
 
 KIND_BADGES = {"declared": "badge-success", "inferred": "badge-unknown", "hindsight": "badge-warning"}
 
@@ -33,9 +33,9 @@ def _refuse(exc: ReviewError) -> None:
 # --- the taxonomy ----------------------------------------------------------------------------------------------------
 def _taxonomy_page(request: HttpRequest, *, error: str = "", form: dict | None = None, status: int = 200):
     number = int_or_none(request.GET.get("version"), max_digits=9)
-    page = taxonomy_selectors.taxonomy_page(request.user, number=number)
+    page = selectors.taxonomy_page(request.user, number=number)
     can_draft = request.user.may_draft_intents
-    preview = taxonomy.taxonomy_preview(request.user) if can_draft else None
+    preview = services.taxonomy_preview(request.user) if can_draft else None
     versions = [
         {
             "version": v,
@@ -53,10 +53,10 @@ def _taxonomy_page(request: HttpRequest, *, error: str = "", form: dict | None =
         "can_draft": can_draft,
         "preview": preview,
         "active_intents": page.active.intents if page.active else [],
-        "awaiting": taxonomy_selectors.awaiting_count(request.user) if can_draft else 0,
+        "awaiting": selectors.awaiting_count(request.user) if can_draft else 0,
         "error": error,
         "form": form or {},
-        "history_url": reverse("reviews:history", args=[taxonomy.KIND, page.taxonomy.slug]) if page.taxonomy else "",
+        "history_url": reverse("reviews:history", args=[services.KIND, page.taxonomy.slug]) if page.taxonomy else "",
     }
     return render(request, "intents/taxonomy/page.html", context, status=status)
 
@@ -76,8 +76,8 @@ def draft_view(request: HttpRequest) -> HttpResponse:
     form = {"relabel_intent": relabel_id, "relabel_label": relabel_to, "rationale": rationale}
     actor = Actor.of_request(request)
     try:
-        result = taxonomy.taxonomy_draft(actor=actor, relabels={relabel_id: relabel_to} if relabel_id else None)
-        item = taxonomy.taxonomy_propose(actor=actor, version=result.version, rationale=rationale)
+        result = services.taxonomy_draft(actor=actor, relabels={relabel_id: relabel_to} if relabel_id else None)
+        item = services.taxonomy_propose(actor=actor, version=result.version, rationale=rationale)
     except ReviewError as exc:
         _refuse(exc)
         return _taxonomy_page(request, error=exc.message, form=form, status=exc.status)
@@ -107,7 +107,7 @@ def _queue_page(
 ) -> HttpResponse:
     """The queue with one candidate reviewed inline (`focus`, else the first waiting); htmx gets the review part
     only (`queue.html#review`: the list, the candidate with its evidence, your recent judgments)."""
-    page = taxonomy_selectors.review_queue_for(request.user, focus=focus)
+    page = selectors.review_queue_for(request.user, focus=focus)
     context = {
         "rows": [(row, KIND_BADGES.get(row.kind, "badge-unknown")) for row in page.rows],
         "total": page.total,
@@ -118,7 +118,7 @@ def _queue_page(
         "error": error,
         "done": done,
         "form": form or {},
-        "verdicts": taxonomy.Verdict,
+        "verdicts": services.Verdict,
         "queue_url": reverse("intents:taxonomy_queue"),
     }
     response = render(request, f"{QUEUE}#review" if request.htmx else QUEUE, context, status=status)
@@ -136,12 +136,12 @@ def review_queue_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 def judge_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Judge a candidate, then move on to the next one (`next`, the candidate after it when the page was shown)."""
-    candidate = taxonomy_selectors.candidate_for(request.user, pk)
+    candidate = selectors.candidate_for(request.user, pk)
     verdict = request.POST.get("verdict", "")
     following = int_or_none(request.POST.get("next"), max_digits=18)
     form = {"comment": request.POST.get("comment", ""), "merge_target": request.POST.get("merge_target", "")}
     try:
-        judgment = taxonomy.intent_judgment_submit(
+        judgment = services.intent_judgment_submit(
             actor=Actor.of_request(request),
             candidate=candidate,
             verdict=verdict,

@@ -1,10 +1,10 @@
 """Persistence of the reviewed intent taxonomy: judgments of intent candidates, the taxonomy and its versions.
 
-Rows are written only by intents.taxonomy. A judgment is one reviewer's verdict on one stored candidate (the database
-allows one per pair). A taxonomy version is an immutable document identified by its content digest; the taxonomy
-row holds the single active pointer, moved only by an applied promotion (intents.promotable). Each activation writes
-one `TaxonomyActivation` row in its transaction (rollback targets read it). `TaxonomyRunIntent` is the version's
-run → reviewed intent index, written with the version, read by procedure mining.
+Rows are written only by intents.taxonomy.services. A judgment is one reviewer's verdict on one stored candidate
+(the database allows one per pair). A taxonomy version is an immutable document identified by its content digest;
+the taxonomy row holds the single active pointer, moved only by an applied promotion (intents.promotable). Each
+activation writes one `TaxonomyActivation` row in its transaction (rollback targets read it). `TaxonomyRunIntent` is
+the version's run → reviewed intent index, written with the version, read by procedure mining.
 """
 
 from __future__ import annotations

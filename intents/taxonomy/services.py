@@ -30,8 +30,8 @@ from common.text import plain_identifier_error
 from reviews.errors import Conflict, Invalid, NotAllowed
 from reviews.services import promotion_propose
 
-from .core import IntentCandidate, IntentEvidence, IntentReview, normalize_intent, summarize_intent_reviews
-from .models import (
+from ..core import IntentCandidate, IntentEvidence, IntentReview, normalize_intent, summarize_intent_reviews
+from ..models import (
     IntentCandidateRecord,
     IntentJudgment,
     IntentTaxonomy,

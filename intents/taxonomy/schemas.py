@@ -10,7 +10,7 @@ from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
 
 from common.text import require_storable
 
-from .taxonomy import MAX_COMMENT
+from .services import MAX_COMMENT
 
 CandidateId = Annotated[str, StringConstraints(min_length=1, max_length=40), AfterValidator(require_storable)]
 

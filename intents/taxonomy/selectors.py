@@ -21,8 +21,8 @@ from django.http import Http404
 from reviews.selectors import pending_requests_for, require_member
 from trajectories.selectors import run_queryset, runs_with_steps
 
-from .core import normalize_intent
-from .models import (
+from ..core import normalize_intent
+from ..models import (
     IntentCandidateRecord,
     IntentJudgment,
     IntentTaxonomy,
@@ -31,7 +31,7 @@ from .models import (
     TaxonomyRunIntent,
     TaxonomyVersion,
 )
-from .taxonomy import KIND
+from .services import KIND
 
 QUEUE_SIZE = 50
 
