@@ -34,7 +34,7 @@ from reviews.selectors import has_judged, latest_request_for
 from reviews.services import judgment_submit
 from trajectories.demo import DEMO_SOURCE
 
-from . import selectors, services, windows
+from . import selectors, services
 from .core import normalize_intent
 from .models import (
     IntentBatchRun,
@@ -53,8 +53,9 @@ from .taxonomy.services import (
     taxonomy_preview,
     taxonomy_propose,
 )
-from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
-from .windows import WindowRefused
+from .windows import services as windows
+from .windows.models import DriftReport, NoveltyAlert, WindowAnalysis
+from .windows.services import WindowRefused
 
 if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
     from accounts.models import User

@@ -196,4 +196,4 @@ class Embedding(models.Model):
 
 
 from .taxonomy.models import *  # noqa: E402,F403
-from .window_models import *  # noqa: E402,F403
+from .windows.models import *  # noqa: E402,F403

@@ -1,7 +1,7 @@
 """Reads of intents for the pages, the API and the services, each a fixed number of queries.
 
 Intents learn from production runs only: the runs a live replay made (`Run.objects.production()` leaves them out)
-are never proposed, never cited as a client's evidence, and never counted by a window (intents.window_selectors).
+are never proposed, never cited as a client's evidence, and never counted by a window (intents.windows.selectors).
 """
 
 from __future__ import annotations

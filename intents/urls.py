@@ -1,7 +1,8 @@
 from django.urls import path
 
-from . import views, window_views
+from . import views
 from .taxonomy import views as taxonomy_views
+from .windows import views as window_views
 
 app_name = "intents"
 urlpatterns = [

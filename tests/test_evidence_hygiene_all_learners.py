@@ -38,8 +38,8 @@ from graphs.evolution import services as evolution_services
 from graphs.evolution.sources import build_sources
 from graphs.models import Workspace
 from intents import services as intent_services
-from intents import windows
 from intents.models import IntentBatchRun
+from intents.windows import services as windows
 from llm.core import ScriptedChatModel
 from procedures import mining_services
 from rubrics import selectors as rubric_selectors

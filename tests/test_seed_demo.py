@@ -180,7 +180,7 @@ def seed_with_errors() -> tuple[str, str]:
 
 
 def test_seeding_again_after_the_user_deleted_the_demo_runs_completes(db, var_dir):
-    from intents.window_models import DriftReport, NoveltyAlert, WindowAnalysis
+    from intents.windows.models import DriftReport, NoveltyAlert, WindowAnalysis
 
     seed()
     push_user_runs(300)
@@ -209,7 +209,7 @@ def demo_rows() -> dict[str, int]:
 
 def test_seeding_again_after_the_user_deleted_the_demos_alert_drift_report_and_users_recreates_them(db, var_dir):
     from intents.demo import NOVEL_LABEL
-    from intents.window_models import DriftReport, NoveltyAlert
+    from intents.windows.models import DriftReport, NoveltyAlert
 
     seed()
     push_user_runs(300)

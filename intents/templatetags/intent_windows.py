@@ -2,7 +2,7 @@
 
 from django import template
 
-from intents.window_selectors import open_alert_count
+from intents.windows.selectors import open_alert_count
 
 register = template.Library()
 

@@ -108,7 +108,7 @@ def _kwargs(route: str, pattern: URLPattern) -> dict[str, object]:
     """Real objects of the demo for a route's parameters (an id that matches nothing still gets a 404, no write)."""
     from graphs.models import Workspace
     from intents.models import IntentCandidateRecord, IntentProposalRun
-    from intents.window_models import DriftReport, NoveltyAlert, WindowAnalysis
+    from intents.windows.models import DriftReport, NoveltyAlert, WindowAnalysis
     from procedures.models import ProcedureVersion
     from reviews.models import PromotionRequest
     from rubrics.models import Rubric

@@ -27,7 +27,7 @@ from accounts.models import ApiToken, User
 from accounts.services import Actor, api_token_create
 from graphs.models import EvolutionRound, EvolutionRun, Workspace
 from intents.models import IntentProposalRun
-from intents.window_models import DriftReport, WindowAnalysis
+from intents.windows.models import DriftReport, WindowAnalysis
 from procedures.models import ProcedureVersion
 from reviews.models import PromotionRequest
 from rubrics.models import RubricScoreRow, RubricVersion

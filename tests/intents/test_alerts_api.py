@@ -9,7 +9,7 @@ from accounts.models import AuditEvent
 from accounts.services import Actor
 from intents.models import IntentCandidateRecord, NoveltyAlert
 from intents.taxonomy.selectors import review_queue_for
-from intents.windows import novelty_alert_decide, window_analyze
+from intents.windows.services import novelty_alert_decide, window_analyze
 from tests.intents.taxonomy_fixtures import judge
 from tests.intents.windows_helpers import (
     DAY,

@@ -21,7 +21,7 @@ from intents.models import (
     IntentTaxonomy,
     TaxonomyVersion,
 )
-from intents.window_models import DriftReport, NoveltyAlert, WindowAnalysis
+from intents.windows.models import DriftReport, NoveltyAlert, WindowAnalysis
 from reviews.models import Judgment, PromotionRequest, PromotionStatus
 from tests.demo_data import demo_run_count
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from accounts.services import Actor
-from intents import services, windows
+from intents import services
 from intents.models import IntentBatchRun, IntentCandidateRecord, NoveltyAlert
+from intents.windows import services as windows
 from tests.intents.helpers import reply, stored_runs, tid, use_model
 from tests.intents.windows_helpers import DAY, T0, activate_taxonomy, candidate, chosen_embedder, window_of
 from trajectories.choices import EVALUATION_SOURCE

@@ -7,7 +7,7 @@ import pytest
 
 from accounts.services import Actor
 from intents.models import DriftReport, WindowAnalysis
-from intents.windows import window_analyze
+from intents.windows.services import window_analyze
 from tests.intents.windows_helpers import (
     DAY,
     T0,

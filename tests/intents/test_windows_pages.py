@@ -14,7 +14,7 @@ from django.urls import reverse
 from accounts import session_users
 from accounts.services import Actor
 from intents.models import DriftReport, NoveltyAlert, WindowAnalysis
-from intents.windows import drift_compare, window_analyze
+from intents.windows.services import drift_compare, window_analyze
 from tests.conftest import logged_in
 from tests.intents.windows_helpers import (
     DAY,

@@ -10,7 +10,7 @@ from accounts.services import Actor
 from intents.core.candidates import IntentCandidate, IntentEvidence
 from intents.core.clustering import cluster_intents
 from intents.models import DriftReport, Embedding, NoveltyAlert, WindowAnalysis
-from intents.windows import (
+from intents.windows.services import (
     NO_TAXONOMY,
     WindowRefused,
     drift_compare,

@@ -1,4 +1,4 @@
-"""Reads of window analyses, drift reports and novelty alerts for the pages, the API and intents.windows, each a
+"""Reads of window analyses, drift reports and novelty alerts for the pages, the API and the services, each a
 fixed number of queries."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from common.cursors import IntCursor
 from trajectories.choices import EVALUATION_SOURCE
 from trajectories.selectors import run_queryset
 
-from .models import IntentCandidateRecord
-from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
+from ..models import IntentCandidateRecord
+from .models import DriftReport, NoveltyAlert, WindowAnalysis
 
 if TYPE_CHECKING:
-    from .windows import ActiveTaxonomy
+    from .services import ActiveTaxonomy
 
 ANALYSIS_CURSOR = IntCursor("window")
 DRIFT_CURSOR = IntCursor("drift")
@@ -95,8 +95,8 @@ def labels_of_candidates(candidate_ids: Iterable[str]) -> dict[str, str]:
 
 def active_taxonomy() -> ActiveTaxonomy | None:
     """The reviewed taxonomy's active version as (ref, intents), or None when no version is active (one query)."""
-    from .taxonomy.models import IntentTaxonomy
-    from .windows import ActiveTaxonomy, TaxonomyIntent
+    from ..taxonomy.models import IntentTaxonomy
+    from .services import ActiveTaxonomy, TaxonomyIntent
 
     taxonomy = (
         IntentTaxonomy.objects.select_related("active_version")

@@ -1,6 +1,6 @@
 """Forms of the window pages: analyse a window, compare two analyses, decide a novelty alert.
 
-The forms only shape the input; intents.windows decides what may be written (WindowRefused is shown on the form).
+The forms only shape the input; the services decide what may be written (WindowRefused is shown on the form).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 from django import forms
 
-from .window_models import DriftReport, NoveltyAlert
-from .windows import DEFAULT_MARGIN, DEFAULT_NOVELTY_THRESHOLD, DEFAULT_THRESHOLD, MAX_MARGIN
+from .models import DriftReport, NoveltyAlert
+from .services import DEFAULT_MARGIN, DEFAULT_NOVELTY_THRESHOLD, DEFAULT_THRESHOLD, MAX_MARGIN
 
 DATETIME_INPUT = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 

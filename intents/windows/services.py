@@ -28,14 +28,14 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 
-from . import window_selectors as selectors
-from .core.candidates import IntentCandidate, IntentEvidence
-from .core.clustering import cluster_intents
-from .core.drift import compare_intent_windows
-from .core.novelty import detect_novel_intents
-from .embeddings import get_embedder, missing_embeddings, text_digest
-from .models import Embedding, IntentCandidateRecord
-from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
+from ..core.candidates import IntentCandidate, IntentEvidence
+from ..core.clustering import cluster_intents
+from ..core.drift import compare_intent_windows
+from ..core.novelty import detect_novel_intents
+from ..embeddings import get_embedder, missing_embeddings, text_digest
+from ..models import Embedding, IntentCandidateRecord
+from . import selectors
+from .models import DriftReport, NoveltyAlert, WindowAnalysis
 
 log = logging.getLogger(__name__)
 

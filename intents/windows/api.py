@@ -15,9 +15,9 @@ from accounts.services import Actor
 from common.cursors import InvalidCursor
 from common.errors import ApiError, Error
 
-from . import window_selectors as selectors
-from .window_schemas import DriftCompareIn, DriftOut, DriftPageOut, PageIn, WindowAnalyzeIn, WindowOut, WindowPageOut
-from .windows import WindowRefused, drift_compare, window_analyze
+from . import selectors
+from .schemas import DriftCompareIn, DriftOut, DriftPageOut, PageIn, WindowAnalyzeIn, WindowOut, WindowPageOut
+from .services import WindowRefused, drift_compare, window_analyze
 
 router = Router(tags=["intent windows"])
 

@@ -2,7 +2,7 @@
 candidate to review).
 
 Mounted by config/api.py. Reading needs the scope `intents:read`; deciding needs `intents:write` and the reviewer or
-operator role. Decisions go through intents.windows.novelty_alert_decide (an alert is decided once: 409 after).
+operator role. Decisions go through intents.windows.services.novelty_alert_decide (an alert is decided once: 409 after).
 A promoted candidate heads every reviewer's judging queue (intents.taxonomy.selectors.review_queue_for) until it is
 judged. Every refusal answers with the Error schema and writes nothing.
 """
@@ -19,10 +19,10 @@ from accounts.services import Actor
 from common.cursors import InvalidCursor
 from common.errors import ApiError, Error
 
-from . import window_selectors as selectors
-from .taxonomy.schemas import AlertDecisionIn, AlertOut, AlertPageIn, AlertPageOut
-from .window_models import NoveltyAlert
-from .windows import WindowRefused, novelty_alert_decide
+from ..taxonomy.schemas import AlertDecisionIn, AlertOut, AlertPageIn, AlertPageOut
+from . import selectors
+from .models import NoveltyAlert
+from .services import WindowRefused, novelty_alert_decide
 
 router = Router(tags=["intent novelty alerts"])
 

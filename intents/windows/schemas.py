@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field, StringConstraints
 
-from .windows import DEFAULT_MARGIN, DEFAULT_NOVELTY_THRESHOLD, DEFAULT_THRESHOLD, MAX_MARGIN
+from .services import DEFAULT_MARGIN, DEFAULT_NOVELTY_THRESHOLD, DEFAULT_THRESHOLD, MAX_MARGIN
 
 Cosine = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]
 ClusterId = Annotated[str, StringConstraints(min_length=1, max_length=200)]

@@ -1,7 +1,7 @@
 """Window pages: the analyses (with the analyse and compare forms), one analysis (clusters and novelty), one drift
 report (chart and table), the novelty alerts.
 
-Every page reads through intents.window_selectors in a fixed number of queries. Analysing and comparing need the
+Every page reads through intents.windows.selectors in a fixed number of queries. Analysing and comparing need the
 operator role; deciding an alert needs the reviewer or operator role (others get 403 with the page and the reason);
 every logged-in user reads.
 """
@@ -22,10 +22,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.services import Actor
 from common.cursors import InvalidCursor
 
-from . import window_selectors as selectors
-from .window_forms import AnalyzeWindowForm, CompareForm, DecideAlertForm
-from .window_models import DriftReport, NoveltyAlert, WindowAnalysis
-from .windows import WindowRefused, drift_compare, novelty_alert_decide, window_analyze
+from . import selectors
+from .forms import AnalyzeWindowForm, CompareForm, DecideAlertForm
+from .models import DriftReport, NoveltyAlert, WindowAnalysis
+from .services import WindowRefused, drift_compare, novelty_alert_decide, window_analyze
 
 OPERATOR_ONLY = "Analysing windows and comparing them needs the operator role."
 DECIDE_ONLY = "Dismissing or promoting novelty alerts needs the reviewer or operator role."
