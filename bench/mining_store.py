@@ -179,7 +179,7 @@ def _reset_procedures() -> None:
 
 def _waymark() -> tuple[float, float, object]:
     from accounts.services import Actor
-    from procedures.mining_services import procedure_mine
+    from procedures.mining.services import procedure_mine
     from procedures.models import ReplayRun
     from procedures.offline_replay_services import replay_offline_run
 

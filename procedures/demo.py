@@ -22,8 +22,9 @@ from accounts.services import Actor
 from common.demo_seeding import SeedContext, demo_seeder
 from trajectories.demo import DEMO_SOURCE
 
-from . import errors, live_replay_services, mining_services, offline_replay_services
+from . import errors, live_replay_services, offline_replay_services
 from .demo_agent import simulate_job
+from .mining import services as mining_services
 from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
 from .promotable import KIND
 
@@ -188,7 +189,7 @@ def _canary_version(actor: Actor, users: dict, intent: str, share: float) -> tup
     """The intent's v1 active (a review), then an amended v2 (a precondition added) replayed and live as a canary
     for `share` of runs (a review by otto, rita and rob with rollout canary)."""
 
-    from .version_services import procedure_version_amend
+    from .versions.services import procedure_version_amend
 
     v1 = mining_services.procedure_mine(actor=actor, intent=intent, live=False, source=DEMO_SOURCE).version
     procedure = v1.procedure

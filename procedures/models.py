@@ -1,5 +1,5 @@
 """Procedures, their immutable versions and replay runs. Rows are written only by procedures' services
-modules (mining_services, version_services, split_services and the replay services).
+modules (mining.services, versions.services, versions.split and the replay services).
 
 A `ProcedureVersion` never changes content once stored: `save()` on an existing row accepts only a status change,
 and its queryset's `update()` accepts only `status`. The one active version is the `Procedure.active_version` pointer.

@@ -370,7 +370,7 @@ class ProcedureVersionKind(PromotableKind):
 
     def recertify(self, *, actor: Actor, candidate_id: str, model: str | None) -> str:
         from .errors import ReplayRefused
-        from .version_services import procedure_version_recertify
+        from .versions.services import procedure_version_recertify
 
         version = _version(candidate_id)
         try:

@@ -28,8 +28,8 @@ from rubrics.floor import FloorResult
 
 from .certification import CasePairs, certify_replay
 from .models import Procedure, ProcedureVersion, ReplayCase, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
-from .split_services import RUN_LISTS, RunSplit, create_with_run_lists
 from .spooled_cases import SpooledCases
+from .versions.split import RUN_LISTS, RunSplit, create_with_run_lists
 
 
 def procedure_steps(version: ProcedureVersion | None) -> tuple[core.ProcedureStep, ...] | None:

@@ -5,7 +5,8 @@ from celery import shared_task
 from accounts.services import Actor
 from common.retry import TRANSIENT_ERRORS
 
-from . import errors, live_replay_services, mining_services, offline_replay_services
+from . import errors, live_replay_services, offline_replay_services
+from .mining import services as mining_services
 from .models import ReplayRun
 
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}

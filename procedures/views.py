@@ -17,7 +17,9 @@ from procedures.core import HIGHER_IS_BETTER
 from reviews.selectors import pending_requests_for
 from uplift import selectors as uplift_selectors
 
-from . import charts, errors, mining_services, selectors, version_services
+from . import charts, errors, selectors
+from .mining import services as mining_services
+from .versions import services as version_services
 from .forms import AmendForm, MineForm, RerunForm, RubricFloorForm
 from .promotable import KIND as PROMOTION_KIND
 

@@ -106,7 +106,7 @@ def test_the_same_writes_in_a_services_module_pass():
     run = stored_run()
     with writes_recorded() as violations:
         code_in("trajectories/services.py", VIEW_WRITES, Run=Run)["update_through_a_queryset"](run.pk)
-        code_in("procedures/version_services.py", VIEW_WRITES, Run=Run)["save_an_instance"](run.pk)
+        code_in("procedures/versions/services.py", VIEW_WRITES, Run=Run)["save_an_instance"](run.pk)
     assert violations == []
     assert Run.objects.get(pk=run.pk).task == "saved in a view"
 

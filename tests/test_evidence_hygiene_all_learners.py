@@ -41,7 +41,7 @@ from intents import services as intent_services
 from intents.models import IntentBatchRun
 from intents.windows import services as windows
 from llm.core import ScriptedChatModel
-from procedures import mining_services
+from procedures.mining import services as mining_services
 from rubrics import selectors as rubric_selectors
 from rubrics import services as rubric_services
 from rubrics.models import RaterKind, RubricAssessmentRow, RubricJobStatus

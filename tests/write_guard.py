@@ -44,6 +44,7 @@ WRITE_MODULES = {
     "trajectories/rollup.py": "the daily run totals, kept by ingest in its own transaction",
     "graphs/revisions.py": "appends to a revision chain, called by graphs' services and the evolution stores",
     "graphs/evolution/stores.py": "the evolution loop's stores write the chains and rounds as the loop runs",
+    "procedures/versions/split.py": "the seeded split's run lists, written with the version or replay that holds them",
     "reviews/webhooks.py": "the webhook outbox, endpoints and delivery attempts",
     "accounts/token_cache.py": "tokens' last-used times, flushed in batches by the token cache",
 }

@@ -15,7 +15,8 @@ from accounts.services import Actor
 from common import liveness
 from graphs.models import EvolutionRun
 from intents.models import IntentProposalRun
-from procedures import mining_services, offline_replay_services
+from procedures import offline_replay_services
+from procedures.mining import services as mining_services
 from procedures.models import ReplayRun, ReplayStatus
 from rubrics.models import Rubric, RubricJob, RubricJobKind
 from tests.graphs.evolution_helpers import make_lab

@@ -12,7 +12,7 @@ from common.text import plain_identifier_error, require_plain_identifier
 from graphs.services import workspace_create
 from intents.taxonomy.services import taxonomy_draft
 from procedures.errors import MiningError
-from procedures.mining_services import procedure_mine
+from procedures.mining.services import procedure_mine
 from reviews.errors import Invalid
 from rubrics.services import rubric_ensure
 from tests.conftest import logged_in

@@ -8,7 +8,7 @@ from django.urls import reverse
 from accounts.roles import Role
 from intents.models import IntentJudgment, TaxonomyVersion
 from intents.taxonomy.selectors import runs_of_intent
-from procedures.mining_services import procedure_mine
+from procedures.mining.services import procedure_mine
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in
 from tests.factories import user_with

@@ -10,7 +10,8 @@ from django.utils import timezone
 from ninja import NinjaAPI
 
 from accounts.services import Actor
-from procedures import active_body, mining_services, selectors
+from procedures import active_body, selectors
+from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion
 from procedures.schemas import ProcedureListOut
 from tests.promote import promote_procedure_version
@@ -110,7 +111,7 @@ def test_another_process_s_change_shows_within_a_second_under_the_same_etag(acti
 
 
 def test_this_process_s_own_writes_show_at_once(active, auth, clock, operator, django_capture_on_commit_callbacks):
-    from procedures import version_services
+    from procedures.versions import services as version_services
 
     first = Client().get(LIST, headers=auth)
     with django_capture_on_commit_callbacks(execute=True):

@@ -3,7 +3,7 @@
 import pytest
 
 from accounts.services import Actor
-from procedures import mining_services
+from procedures.mining import services as mining_services
 from procedures.models import ProcedureVersion, ReplayRun
 from tests.promote import promote_procedure_version
 from trajectories.models import Job, Run

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from accounts.services import Actor
 from config.celery import app
-from procedures import mining_services
+from procedures.mining import services as mining_services
 from procedures.models import ProcedureVersion, ReplayRun, ReplayStatus, VersionStatus
 
 from .factories import REFUND, refund_runs

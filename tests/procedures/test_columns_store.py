@@ -15,14 +15,14 @@ from procedures import (
     core,
     errors,
     live_replay_services,
-    mining_services,
     offline_replay_services,
     replay_services,
-    split_services,
     spooled_cases,
 )
+from procedures.mining import services as mining_services
 from procedures.mining import split_ids, trajectory_id
 from procedures.models import ReplayCase, ReplayStatus
+from procedures.versions import split as version_split
 from tests.procedures.core.reference import reference_learn_procedure
 from tests.trajectories.factories import ingest, run_item, step_item
 from trajectories.core import TrajectoryStep
@@ -84,7 +84,7 @@ def test_mining_stored_runs_as_columns_gives_the_candidate_of_learn_procedure(op
         except ValueError as error:
             reference = str(error)
         assert reference == expected
-    split = split_services.split_runs(Run.objects.filter(intent=REFUND), held_out_share=0.3, seed=seed)
+    split = version_split.split_runs(Run.objects.filter(intent=REFUND), held_out_share=0.3, seed=seed)
     try:
         learnt = mining_services.learn_from_split("refund request", split)
     except errors.MiningError as error:

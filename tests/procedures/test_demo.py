@@ -33,7 +33,7 @@ def test_seeding_again_creates_nothing_new():
 
 # --- the user's runs of the same intents (issue 24) ------------------------------------------------------------------
 def test_the_demo_mines_only_its_own_runs_and_leaves_the_mined_through_mark_alone():
-    from procedures.mining_services import intents_due_for_mining
+    from procedures.mining.services import intents_due_for_mining
     from tests.demo_data import assert_the_users_runs_were_left_alone, push_user_runs
 
     push_user_runs(400)  # lookup_order → issue_refund, under the demo's intents
@@ -49,7 +49,7 @@ def test_the_demo_mines_only_its_own_runs_and_leaves_the_mined_through_mark_alon
 
 
 def test_the_review_demo_proposes_the_version_learnt_from_the_demo_runs(operator):
-    from procedures.mining_services import procedure_mine
+    from procedures.mining.services import procedure_mine
     from procedures.offline_replay_services import replay_offline_run
     from reviews.registry import get_kind
     from tests.demo_data import push_user_runs

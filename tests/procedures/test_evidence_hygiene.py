@@ -5,8 +5,8 @@ mined version, and out of the count that decides when an intent is mined again."
 import pytest
 
 from accounts.services import Actor
-from procedures import mining_services
 from procedures.mining import intent_key
+from procedures.mining import services as mining_services
 from tests.trajectories.factories import answered_run
 from trajectories.models import Run
 

@@ -5,8 +5,9 @@ from django.db import transaction
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import errors, mining_services
+from procedures import errors
 from procedures.mining import content_revision, intent_key, split_ids
+from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion, ReplayRun, VersionStatus
 from tests.trajectories.factories import ingest
 

@@ -5,7 +5,8 @@ from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import mining_services, offline_replay_services
+from procedures import offline_replay_services
+from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in

@@ -5,7 +5,8 @@ import pytest
 from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
-from procedures import errors, mining_services, offline_replay_services, version_services
+from procedures import errors, offline_replay_services
+from procedures.mining import services as mining_services
 from procedures.models import (
     ImmutableVersionError,
     Procedure,
@@ -14,6 +15,7 @@ from procedures.models import (
     ReplayStatus,
     VersionStatus,
 )
+from procedures.versions import services as version_services
 from reviews import services as review_services
 from reviews.errors import NotAllowed
 from reviews.models import PromotionRequest, PromotionStatus

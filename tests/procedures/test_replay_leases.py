@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import errors, mining_services, offline_replay_services, tasks, version_services
+from procedures import errors, offline_replay_services, tasks
+from procedures.mining import services as mining_services
 from procedures.models import ProcedureVersion, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
+from procedures.versions import services as version_services
 from tests.conftest import logged_in
 
 from .factories import REFUND, refund_runs

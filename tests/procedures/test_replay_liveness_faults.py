@@ -9,7 +9,7 @@ import pytest
 from accounts.models import AuditEvent
 from accounts.services import Actor
 from common import liveness
-from procedures import mining_services
+from procedures.mining import services as mining_services
 from procedures.models import ReplayRun, ReplayStatus
 from tests.faults import broker_url, fault_worker, wait_for
 

@@ -6,8 +6,8 @@ import pytest
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import mining_services
 from procedures.mining import intent_key
+from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
 from tests.faults import fault_worker, wait_for
 from uplift.models import Certificate, SplitDecision

@@ -1,4 +1,4 @@
-"""The seeded split: its rule in Python (procedures.mining.split_ids) and in the database (procedures.split_services),
+"""The seeded split: its rule in Python (procedures.mining.split_ids) and in the database (procedures.versions.split),
 which must agree, and the run-id lists a version gets from it."""
 
 import pytest
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from procedures.mining import held_out_count, split_ids, split_key, split_key_sql
 from procedures.models import Procedure, ProcedureVersion, ReplayRun
-from procedures.split_services import RUN_LISTS, create_with_run_lists, split_runs
+from procedures.versions.split import RUN_LISTS, create_with_run_lists, split_runs
 from tests.trajectories.factories import ingest, run_item, step_item
 from trajectories.models import Run
 

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.services import Actor
-from procedures import mining_services
+from procedures.mining import services as mining_services
 from tests.conftest import logged_in
 
 from .factories import REFUND, refund_runs

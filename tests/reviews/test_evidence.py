@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from accounts import session_users
 from accounts.services import Actor
-from procedures import version_services
 from procedures.models import Procedure, ReplayArm, ReplayCase, ReplayRun, ReplayStatus
+from procedures.versions import services as version_services
 from reviews import services
 from reviews.models import PromotionStatus
 from tests.conftest import logged_in

@@ -16,7 +16,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from accounts.services import Actor
-from procedures import mining_services
+from procedures.mining import services as mining_services
 from procedures.promotable import KIND
 from reviews import services as review_services
 from tests.e2e import conftest as e2e

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import mining_services
 from procedures.demo_agent import simulate_job
+from procedures.mining import services as mining_services
 from procedures.models import ReplayRun, ReplayStatus
 from procedures.promotable import KIND
 from reviews import registry

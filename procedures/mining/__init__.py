@@ -1,4 +1,5 @@
-"""Pure helpers of the mining service: intent keys, the deterministic split and the full-content revision.
+"""Mining: procedures learned from an intent's runs. The services are in procedures.mining.services; here are its pure
+helpers: intent keys, the deterministic split and the full-content revision.
 
 No Django here, but not in procedures.core either: these are application choices (docs/decisions.md, procedures),
 not reference behaviour.
@@ -74,7 +75,7 @@ def held_out_count(runs: int, *, held_out_share: float, at_least_one: bool = Fal
 
 def split_ids(ids: Iterable[int], *, held_out_share: float, seed: int, at_least_one: bool = False) -> Split:
     """The seeded split of some run ids in Python: the ids ordered by `split_key` (then by id), the first
-    `held_out_count` held out. procedures.split_services computes the same split in the database (tests hold them
+    `held_out_count` held out. procedures.versions.split computes the same split in the database (tests hold them
     equal); this is its statement for reading and testing.
 
     Same ids, share and seed: same split. With `at_least_one`, both sides get at least one id when n >= 2.

@@ -42,7 +42,7 @@ from django.db.models.expressions import RawSQL
 from trajectories.choices import Outcome
 from trajectories.selectors import has_ok_step, run_queryset
 
-from .mining import held_out_count, split_key_sql
+from ..mining import held_out_count, split_key_sql
 
 # The version's run-id lists, and which runs of the split each holds.
 RUN_LISTS = ("training_run_ids", "held_out_run_ids", "source_run_ids", "skipped_run_ids")

@@ -1,7 +1,7 @@
 """Mining an intent's stored runs into a procedure version (and queueing its replays), and finding the intents due
 for mining again.
 
-`procedure_mine` runs named steps: check the request, split the intent's runs (split_services: once, into a temporary
+`procedure_mine` runs named steps: check the request, split the intent's runs (versions.split: once, into a temporary
 table), learn the procedure from the training successes' ok steps streamed as columns, and store the version with its
 run-id lists written from that table (or find the same content stored already). Nothing per run is held in Python
 on PostgreSQL, so memory stays flat in the number of runs.
@@ -26,12 +26,12 @@ from procedures.core.learn import INTENT_OR_RUNS_MISSING
 from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset, step_columns
 
-from . import active_body
-from .errors import MiningError, check_operator
-from .mining import content_revision, decode_arguments, intent_key, trajectory_id
-from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun
-from .replay_services import enqueue_replay_on_commit, has_live_replay, modes_to_rerun, queue_replay, requeue_replays
-from .split_services import RUN_LISTS, RunSplit, create_with_run_lists, split_runs
+from .. import active_body
+from ..errors import MiningError, check_operator
+from ..models import Procedure, ProcedureVersion, ReplayMode, ReplayRun
+from ..replay_services import enqueue_replay_on_commit, has_live_replay, modes_to_rerun, queue_replay, requeue_replays
+from ..versions.split import RUN_LISTS, RunSplit, create_with_run_lists, split_runs
+from . import content_revision, decode_arguments, intent_key, trajectory_id
 
 MIN_SUCCESSFUL_RUNS = 2
 
@@ -64,7 +64,7 @@ def procedure_mine(
 ) -> MineResult:
     """Mine the intent's successful runs into a version and queue its replay.
 
-    Successful and failed runs are split alike (split_services: seeded, `held_out_share` held out); only the training
+    Successful and failed runs are split alike (versions.split: seeded, `held_out_share` held out); only the training
     successful runs are mined, each with its `ok is True` steps (a run left empty is skipped). An identical
     version (same content revision) is returned, not stored twice. Raises MiningError with the reason.
 

@@ -15,12 +15,12 @@ from intents.taxonomy.selectors import runs_of_intent
 from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset
 
-from .errors import InvalidFloor, MiningError, ReplayRefused, check_operator
-from .mining import content_revision
-from .mining_services import MIN_SUCCESSFUL_RUNS, MineResult, learn_from_split, next_version_number
-from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
-from .promotable import KIND as PROMOTION_KIND
-from .replay_services import (
+from ..errors import InvalidFloor, MiningError, ReplayRefused, check_operator
+from ..mining import content_revision
+from ..mining.services import MIN_SUCCESSFUL_RUNS, MineResult, learn_from_split, next_version_number
+from ..models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
+from ..promotable import KIND as PROMOTION_KIND
+from ..replay_services import (
     RESETTLED,
     enqueue_replay_on_commit,
     has_live_replay,
@@ -29,7 +29,7 @@ from .replay_services import (
     queue_replay_on,
     requeue_replays,
 )
-from .split_services import RUN_LISTS, create_with_run_lists, split_runs
+from .split import RUN_LISTS, create_with_run_lists, split_runs
 
 
 def replay_rerun(*, actor: Actor, version: ProcedureVersion) -> tuple[ReplayRun, ...]:
