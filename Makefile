@@ -17,7 +17,7 @@ PIP_COMPILE := $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-un
 
 help:
 	@echo "make run    start Waymark with demo data (embedded: SQLite + filesystem broker)"
-	@echo "make test   ruff, import-linter and the whole pytest suite"
+	@echo "make test   ruff, import-linter and the whole pytest suite (two xdist workers; PYTEST_WORKERS=0: serially)"
 	@echo "make lint   ruff and import-linter only"
 	@echo "make bench  the benchmarks in bench/, figures as ratios"
 	@echo "make lock   regenerate requirements/*.lock from the pyprojects (pip-compile)"
@@ -54,9 +54,14 @@ format: $(STAMP)
 services:
 	@bash scripts/services.sh
 
+# The suite on PYTEST_WORKERS xdist workers (each its own test database; what workers share, one group on one worker:
+# tests/conftest.py). Serially: `make test PYTEST_WORKERS=0`, or PYTEST_ARGS="-n 0" or "-p no:xdist".
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(findstring no:xdist,$(PYTEST_ARGS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: $(STAMP) services lint
 	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test > /dev/null
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 bench: $(STAMP) services
 	$(PIP) install --quiet -r $(BENCH_LOCK)

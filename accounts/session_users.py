@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 
+from common.local_copies import forgets
+
 from .models import User
 from .token_cache import copy_instance, tokens
 
@@ -60,6 +62,7 @@ def get(user_id: int, load: Callable[[int], User | None]) -> User | None:
     return user
 
 
+@forgets
 def forget() -> None:
     """Forget this process's entries (tests; and this process's own changes, at once: token_cache.bump_version)."""
     with _lock:

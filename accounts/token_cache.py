@@ -30,7 +30,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.db.models import Model
 from django.db.models.base import ModelState
 
-from common.local_copies import new_generation, shared_generation
+from common.local_copies import forgets, new_generation, shared_generation
 from common.settings_snapshot import SettingsSnapshot
 
 from .models import ApiToken, User
@@ -95,6 +95,11 @@ class TokenCache:
             self._entries.clear()
             self._refused.clear()
             self._version, self._checked = None, float("-inf")
+
+    def drop_unflushed(self) -> None:
+        """Drop the last-used times not written yet (tests: their tokens were rolled back)."""
+        with self._lock:
+            self._used = {}
 
     # --- entries ---------------------------------------------------------------------------------------------------
     def get(self, key: str, version: str | None) -> ApiToken | None:
@@ -210,3 +215,5 @@ def flush_used_on_request_finished(**_kwargs) -> None:
 
 
 tokens = TokenCache()
+forgets(tokens.forget)
+forgets(tokens.drop_unflushed)

@@ -4,6 +4,8 @@
 few seconds — a workspace card (graphs.cache), the procedures list's stamps (procedures.active_body).
 `shared_generation`: a value in the shared cache that writers replace when what processes keep may have changed —
 the auth version (accounts.token_cache), the closed days' generation (trajectories.closed_days).
+`forgets` / `forget_all`: every per-process copy registers how to drop it (each `Recent` by itself), so one call
+forgets them all — what a test does before it starts (tests/conftest.py), with no list of caches kept by hand.
 """
 
 from __future__ import annotations
@@ -11,8 +13,23 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 
 from django.core.cache import cache
+
+_forgetters: list[Callable[[], None]] = []
+
+
+def forgets[F: Callable[[], None]](clear: F) -> F:
+    """Register `clear` as what drops one of this process's copies (usable as a decorator); see forget_all."""
+    _forgetters.append(clear)
+    return clear
+
+
+def forget_all() -> None:
+    """Drop every per-process copy that registered itself: the process then reads as a fresh one would."""
+    for clear in tuple(_forgetters):
+        clear()
 
 
 class Recent[K, V]:
@@ -23,6 +40,7 @@ class Recent[K, V]:
         self.size = size
         self._items: dict[K, tuple[V, float]] = {}
         self._lock = threading.Lock()
+        forgets(self.clear)
 
     def get(self, key: K) -> V | None:
         found = self._items.get(key)

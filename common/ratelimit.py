@@ -44,6 +44,7 @@ from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 from django.core.cache.backends.redis import RedisCache
 
 from .errors import ApiError
+from .local_copies import forgets
 from .settings_snapshot import SettingsSnapshot
 
 # Read on every API call: kept as plain attributes (common/settings_snapshot.py).
@@ -124,6 +125,7 @@ class Counters:
 
 
 counters = Counters()
+forgets(counters.clear)
 
 
 def _flush(counter: Counter, key: str, window: int) -> None:

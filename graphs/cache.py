@@ -25,7 +25,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from common.local_copies import Recent
+from common.local_copies import Recent, forgets
 from graphs.core import Graph, serialize_context, sha256_digest
 
 ACTIVE_TTL = 60
@@ -142,6 +142,7 @@ contexts = LRU(1024)
 bodies = LRU(64)
 
 
+@forgets
 def clear_local() -> None:
     for local in (graphs, contexts, bodies, recent_cards):
         local.clear()

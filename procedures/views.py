@@ -18,10 +18,10 @@ from reviews.selectors import pending_requests_for
 from uplift import selectors as uplift_selectors
 
 from . import charts, errors, selectors
-from .mining import services as mining_services
-from .versions import services as version_services
 from .forms import AmendForm, MineForm, RerunForm, RubricFloorForm
+from .mining import services as mining_services
 from .promotable import KIND as PROMOTION_KIND
+from .versions import services as version_services
 
 # Versions a reviewer or operator may propose for activation (a failed one needs an admin override of its gate).
 PROPOSABLE = ("ready", "failed", "retired")
@@ -146,6 +146,7 @@ def version_view(request: HttpRequest, pk: int) -> HttpResponse:
             "coverage_flag": flag,
             "may_recertify": request.user.may_operate,
             "review": page.review,
+            "shown_status": page.status,
             "rerun_form": RerunForm(),
             # What a re-split splits anew: the runs this version was mined from (version_services._runs_of_version).
             "split_runs": len({*version.training_run_ids, *version.held_out_run_ids}),

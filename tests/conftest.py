@@ -2,19 +2,25 @@
 
 import pytest
 from django.conf import settings
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.test import Client
 
-from accounts import session_users
 from accounts.roles import Role
 from accounts.services import Actor, api_token_create
-from accounts.token_cache import tokens
-from procedures import active_body
+from common.local_copies import forget_all
 from tests.factories import user_with
 from tests.write_guard import writes_recorded
-from trajectories import closed_days
-from trajectories import selectors as trajectory_selectors
+
+MACHINE_WIDE = {
+    "tests.config.test_supervise",
+    "tests.config.test_start_with_user_data",
+    "tests.config.test_start_steps",
+    "tests.config.test_broker_backlog",
+}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     skip_pg = pytest.mark.skip(reason="PostgreSQL is not reachable on 127.0.0.1:5432 (run scripts/services.sh)")
     skip_redis = pytest.mark.skip(reason="Redis is not reachable on 127.0.0.1:6379 (run scripts/services.sh)")
@@ -23,6 +29,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_pg)
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
+        # What every xdist worker shares — the Redis databases (the test URL's and the fault workers' fixed ones, which
+        # tests flush) and the machine's processes (whole stacks started as `make run` starts them; the port check
+        # reads every process of this checkout) — is used by one group, run one test after another on one worker.
+        if "redis" in item.keywords or item.module.__name__ in MACHINE_WIDE:
+            item.add_marker(pytest.mark.xdist_group("shared"))
 
 
 @pytest.fixture(autouse=True)
@@ -35,16 +46,48 @@ def _writes_go_through_services():
         pytest.fail("writes outside services:\n" + "\n".join(sorted({str(v) for v in violations})), pytrace=False)
 
 
+_SEQUENCE_RESETS: list[str] = []
+
+
 @pytest.fixture(autouse=True)
-def _no_cached_tokens():
-    """Each test starts with an empty token cache (accounts.token_cache): rolled-back rows send no signals."""
-    tokens.forget()
-    tokens._used.clear()
-    session_users.forget()  # (the sessions' users, cached under the same auth version)
-    active_body.recent.clear()  # (the procedures list's stamps, kept per process for a second)
-    closed_days.forget()  # (closed days' totals: tests write day rows without a rebuild, and roll them back)
-    trajectory_selectors.PROBE_ANSWERS.clear()  # (a text search's plan, kept per process for a minute)
+def _fresh_ids(request):
+    """Each test that uses the database starts its ids where a fresh database would (after the rows it holds), not
+    where the tests run before it in this process left the sequences (a rollback does not give ids back). What a test
+    sees then does not depend on which tests ran before it on its xdist worker: the demo's and mining's held-out
+    splits are seeded by run id (procedures.mining.split_key)."""
+    if "_django_db_helper" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        if not _SEQUENCE_RESETS:
+            from django.apps import apps
+            from django.core.management.color import no_style
+
+            models = apps.get_models(include_auto_created=True)
+            _SEQUENCE_RESETS.append("\n".join(connection.ops.sequence_reset_sql(no_style(), models)))
+        with connection.cursor() as cursor:
+            cursor.execute(_SEQUENCE_RESETS[0])
     yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_copies():
+    """Each test starts as a fresh process would: every per-process copy forgotten (common.local_copies.forget_all:
+    tokens, sessions' users, rate counts, closed days, the procedures list's stamps, graph cards, search plans…), since
+    rolled-back rows send no signals and ids start again in every test (_fresh_ids). The locmem cache likewise (the
+    shared cache of one process: its keys name ids); a Redis cache is the fault tests' own to manage."""
+    _forget_process_copies()
+    yield
+    _forget_process_copies()
+
+
+def _forget_process_copies() -> None:
+    forget_all()
+    if isinstance(caches["default"], LocMemCache):
+        caches["default"].clear()
 
 
 @pytest.fixture

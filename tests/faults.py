@@ -29,6 +29,22 @@ KILLED_PREFIX = "killed-"
 
 
 # --- the test process ------------------------------------------------------------------------------------------------
+def database_url() -> str:
+    """The URL of the database this test process is on, for a subprocess on the test settings to connect to
+    (WAYMARK_TEST_DATABASE_URL): under xdist each worker's own (pytest-django suffixes the test database's name with
+    the worker id), with the user, password, host and port of the running settings."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    database = connection.settings_dict
+    user = quote(database["USER"] or "postgres", safe="")
+    password = ":" + quote(database["PASSWORD"], safe="") if database.get("PASSWORD") else ""
+    host = database["HOST"] or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"postgres://{user}{password}@{host}:{database['PORT'] or 5432}/{quote(database['NAME'], safe='')}"
+
+
 def broker_url(db: int) -> str:
     """The test Redis server, database `db` (each fault test uses its own so queues never mix)."""
     from django.conf import settings
@@ -90,15 +106,13 @@ class FaultWorker:
     def __init__(
         self, module: str, directory: Path, url: str, queue: str, points: list[str], env: dict[str, str]
     ) -> None:
-        from django.db import connection
-
         self.directory = directory
         self.points = points
         self.log_path = directory / "worker.log"
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings.test",
-            "WAYMARK_TEST_DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+            "WAYMARK_TEST_DATABASE_URL": database_url(),
             "FAULT_BROKER_URL": url,
             "FAULT_QUEUE": queue,
             "FAULT_DIR": str(directory),

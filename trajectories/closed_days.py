@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from common.local_copies import new_generation, shared_generation
+from common.local_copies import forgets, new_generation, shared_generation
 
 log = logging.getLogger("waymark.trajectories")
 GENERATION_KEY = "waymark:trajectories:closed-days"
@@ -78,6 +78,7 @@ def _bump() -> None:
     forget()
 
 
+@forgets
 def forget() -> None:
     """Forget this process's copies (tests; and at once after this process's own rebuild)."""
     with _lock:

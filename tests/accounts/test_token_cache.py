@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from accounts.models import ApiToken
 from accounts.roles import Role
 from accounts.services import Actor, api_token_authenticate, api_token_create, api_token_revoke, user_roles_set
 from accounts.token_cache import VERSION_KEY, tokens
 from tests.factories import user_with
+from tests.faults import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
@@ -172,7 +173,7 @@ def two_servers(transactional_db, shared_redis, tmp_path):
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "WAYMARK_TEST_DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "WAYMARK_TEST_DATABASE_URL": database_url(),  # this xdist worker's own database
         "WAYMARK_TEST_CACHE_URL": shared_redis,
     }
     servers, bases = [], []

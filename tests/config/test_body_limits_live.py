@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
+from tests.faults import database_url
 from tests.trajectories.factories import run_item
 from trajectories.models import Run
 
@@ -32,10 +32,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(django_db_setup, tmp_path_factory):
     """gunicorn with the test settings on the test database (rows the tests commit are visible to it)."""
-    database = connection.settings_dict
-    url = (
-        f"postgres://{database['USER']}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}"
-    )
+    url = database_url()  # this xdist worker's own database
     port = _free_port()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "WAYMARK_TEST_DATABASE_URL": url}
     args = ["--bind", f"127.0.0.1:{port}", "--worker-class", "config.gunicorn_worker.WaymarkThreadWorker"]

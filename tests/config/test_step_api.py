@@ -28,17 +28,6 @@ COMPARED_HEADERS = ("Content-Type", "ETag", "X-Waymark-Revision", "Cache-Control
 RAW = {"query": "Which country?", "steps": [{"action": "search"}, {"action": "read"}], "mode": "raw_subgraph"}
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    cache.clear()
-    clear_local()
-    ratelimit.counters.clear()
-    yield
-    cache.clear()
-    clear_local()
-    ratelimit.counters.clear()
-
-
 @pytest.fixture
 def demo():
     return make_demo_workspace()

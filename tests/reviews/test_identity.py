@@ -5,13 +5,11 @@ from dataclasses import replace
 
 import pytest
 from django.contrib.messages import get_messages
-from django.core.cache import cache
 from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
 from graphs import services as graph_services
-from graphs.cache import clear_local
 from graphs.core import END, START, Edge, Node
 from graphs.evolution.demo import run_inline
 from graphs.evolution.services import evolution_start
@@ -26,15 +24,6 @@ from .test_pages import post
 
 SYSTEM = Actor.system()
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    cache.clear()
-    clear_local()
-    yield
-    cache.clear()
-    clear_local()
 
 
 def workspace_with_two_revisions():

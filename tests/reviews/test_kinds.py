@@ -3,14 +3,12 @@
 import threading
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
 from graphs import services as graph_services
-from graphs.cache import clear_local
 from graphs.demo import two_hop_graph
 from graphs.evolution.demo import run_inline
 from graphs.evolution.services import evolution_start
@@ -25,15 +23,6 @@ from tests.promote import promote_graph_revision, promote_procedure_version
 from .conftest import act
 
 SYSTEM = Actor.system()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    cache.clear()
-    clear_local()
-    yield
-    cache.clear()
-    clear_local()
 
 
 def graph_workspace():
