@@ -25,7 +25,7 @@ from reviews.models import Judgment
 from tests.e2e import conftest as e2e
 from tests.factories import user_with
 
-from .test_identity import _fresh_caches, workspace_with_two_revisions  # noqa: F401  (autouse fixture)
+from .test_identity import workspace_with_two_revisions
 from .test_pages import propose
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from reviews.models import PromotionRequest
 from tests.e2e import conftest as e2e
 
-from .test_identity import _fresh_caches, workspace_with_two_revisions  # noqa: F401  (autouse fixture)
+from .test_identity import workspace_with_two_revisions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]
 

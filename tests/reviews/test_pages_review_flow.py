@@ -23,7 +23,6 @@ from tests.factories import user_with
 from tests.rubrics.helpers import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
 
 from .conftest import act
-from .test_identity import _fresh_caches, workspace_with_two_revisions  # noqa: F401  (autouse fixture)
 from .test_pages import post, propose
 
 pytestmark = pytest.mark.django_db
