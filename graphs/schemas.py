@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field, StringConstraints
 
+from common.schemas import InputSchema
 from graphs.core import MODES
 from uplift.schemas import CertificateSummaryOut  # one component for every kind's certificate
 
@@ -20,10 +21,6 @@ MAX_WINDOW = 50
 Mode = Literal["generative_subgraph", "generative_full", "raw_subgraph", "raw_full", "none"]
 assert set(Mode.__args__) == set(MODES)
 Ref = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class RevisionRefOut(Schema):

@@ -7,12 +7,10 @@ import socket
 
 from celery import shared_task
 
-from common.retry import TRANSIENT_ERRORS
+from common.retry import RETRY
 
 from . import certification_services
 from .evolution import services
-
-RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
 
 
 def _worker_name(task_id: str | None) -> str:

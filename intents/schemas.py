@@ -7,13 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
+
+from common.schemas import InputSchema
 
 from .services import MAX_CLIENT_CANDIDATES
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class CandidatePageIn(InputSchema):

@@ -6,13 +6,10 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import Field, StrictBool, StringConstraints
 
+from common.schemas import InputSchema
 from uplift.schemas import CertificateSummaryOut, CoverageOut
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ProcedureStepOut(Schema):  # not StepOut: trajectories has one (tests/contract)

@@ -6,15 +6,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import AfterValidator, Field, StrictBool, StringConstraints
 
+from common.schemas import InputSchema
 from common.text import require_plain_identifier
 from uplift.schemas import CertificateSummaryOut, SafetyOut
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
-
 
 Key = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), AfterValidator(require_plain_identifier)

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
-from reviews.schemas import InputSchema
+from common.schemas import InputSchema
 
 
 class DimensionOut(Schema):
@@ -65,10 +65,8 @@ class RunScoresOut(Schema):
     scores: list[ScoreOut]
 
 
-class AssessmentIn(Schema):
+class AssessmentIn(InputSchema):
     """One dimension's assessment; values are checked by the service (422 naming the item), not coerced here."""
-
-    model_config = ConfigDict(extra="forbid")
 
     dimension_id: Annotated[str, StringConstraints(max_length=80)]
     score: Any

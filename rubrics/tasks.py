@@ -9,11 +9,9 @@ import socket
 
 from celery import shared_task
 
-from common.retry import TRANSIENT_ERRORS
+from common.retry import RETRY
 
 from . import services
-
-RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
 
 
 def _worker(task_id: str | None) -> str:

@@ -7,11 +7,9 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
+from common.schemas import InputSchema
 
 
 class CertificateSummaryOut(Schema):

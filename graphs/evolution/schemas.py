@@ -6,17 +6,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from common.schemas import InputSchema
 from graphs.schemas import RevisionRefOut  # one component for one shape (tests/contract)
 
 from .services import MAX_ROUNDS
 
 Count = Annotated[int, Field(ge=0, le=10_000_000)]
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class GateIn(InputSchema):

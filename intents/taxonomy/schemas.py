@@ -6,17 +6,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
+from common.schemas import InputSchema
 from common.text import require_storable
 
 from .services import MAX_COMMENT
 
 CandidateId = Annotated[str, StringConstraints(min_length=1, max_length=40), AfterValidator(require_storable)]
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class TaxonomyPageIn(InputSchema):

@@ -6,16 +6,14 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
+
+from common.schemas import InputSchema
 
 from .services import DEFAULT_MARGIN, DEFAULT_NOVELTY_THRESHOLD, DEFAULT_THRESHOLD, MAX_MARGIN
 
 Cosine = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]
 ClusterId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-
-
-class InputSchema(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class WindowAnalyzeIn(InputSchema):

@@ -64,3 +64,18 @@ def test_the_embedded_broker_is_polled_often_enough_to_move_many_tasks_a_second(
         pytest.skip("REDIS_URL is set: the embedded filesystem broker is not configured")
     assert base.CELERY_BROKER_URL == "filesystem://"
     assert base.CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] <= 0.1
+
+
+def test_every_retrying_task_retries_as_common_retry_says():
+    """One copy of the retry settings (common.retry.RETRY): no task retries on other errors or another count."""
+    from common.retry import RETRY
+
+    celery_app.loader.import_default_modules()  # every app's tasks module, as a worker imports them
+    retrying = {name: task for name, task in celery_app.tasks.items() if getattr(task, "autoretry_for", ())}
+    assert "otlp.sweep_quiet_traces" in retrying and "graphs.evolution_step" in retrying
+    for name, task in retrying.items():
+        assert (task.autoretry_for, task.retry_backoff, task.max_retries) == (
+            RETRY["autoretry_for"],
+            RETRY["retry_backoff"],
+            RETRY["max_retries"],
+        ), name
