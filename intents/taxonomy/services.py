@@ -15,7 +15,6 @@ The pure part (`plan_draft`) takes plain values and is tested without a database
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.canonical import digest as canonical_digest
 from common.text import plain_identifier_error
 from reviews.errors import Conflict, Invalid, NotAllowed
 from reviews.services import promotion_propose
@@ -298,14 +298,6 @@ def run_index(intents: Sequence[Mapping[str, Any]], runs_of: Mapping[str, Iterab
     return {run_id: min(tally, key=lambda i: (-tally[i], i)) for run_id, tally in votes.items()}
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def document_digest(document: Mapping[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(document).encode()).hexdigest()
-
-
 # --- judgments -------------------------------------------------------------------------------------------------------
 def _reviewer(actor: Actor):
     user = actor.user
@@ -469,7 +461,7 @@ def taxonomy_draft(*, actor: Actor, relabels: Mapping[str, str] | None = None) -
         for intent in plan.intents:
             intent["support"] = len(set().union(*(runs_of[cid] for cid in intent["candidate_ids"])))
         document = {"intents": plan.intents}
-        digest = document_digest(document)
+        digest = canonical_digest(document)
         existing = TaxonomyVersion.objects.filter(taxonomy=taxonomy, digest=digest).first()
         if existing is not None:
             return DraftResult(version=existing, created=False, plan=plan)

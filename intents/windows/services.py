@@ -13,8 +13,6 @@ stored with the analysis.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.canonical import digest_hex
 
 from ..core.candidates import IntentCandidate, IntentEvidence
 from ..core.clustering import cluster_intents
@@ -60,11 +59,6 @@ class WindowRefused(ValueError):
 
 def max_window_candidates() -> int:
     return int(getattr(settings, "WAYMARK_INTENT_WINDOW_MAX_CANDIDATES", 2000))
-
-
-def canonical_digest(document: Any) -> str:
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _check_unit(value: Any, name: str, low: float, high: float) -> float:
@@ -274,7 +268,7 @@ def window_analyze(
             centroids_count=centroids_count,
             novelty=novelty,
             novel_count=sum(1 for row in novelty if row["novel"]),
-            digest=canonical_digest(document),
+            digest=digest_hex(document),
             created_by=actor.user,
         )
         raised = _raise_alerts(analysis, novelty, novelty_threshold)
@@ -531,7 +525,7 @@ def drift_compare(
             retired=retired,
             new=new,
             biggest=biggest,
-            digest=canonical_digest(document),
+            digest=digest_hex(document),
             created_by=actor.user,
         )
         audit_record(

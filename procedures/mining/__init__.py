@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from common.canonical import digest as canonical_digest
 from intents.core import normalize_intent
 
 
@@ -89,10 +90,6 @@ def split_ids(ids: Iterable[int], *, held_out_share: float, seed: int, at_least_
     )
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def content_revision(
     *,
     intent: str,
@@ -108,7 +105,7 @@ def content_revision(
         "preconditions": list(preconditions),
         "failure_exits": list(failure_exits),
     }
-    return "sha256:" + hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+    return canonical_digest(document)
 
 
 def trajectory_id(run_id: int) -> str:

@@ -10,7 +10,6 @@ through its `ordinal`, `tool`, `arguments`, `ok` and `summary` attributes only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from common.canonical import canonical_json, digest_hex
 from llm.core import MalformedModelOutput, extract_json_object, require_list
 
 TRAJECTORY_RUBRIC_VERSION = "trajectory-rubric-v1"
@@ -63,11 +63,6 @@ def _unit_interval(value: Any, name: str) -> float:
     if not _is_number(value) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1]")
     return float(value)
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, compact separators, NaN refused, UTF-8 kept: the byte-stable form a digest is taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -164,7 +159,7 @@ class TrajectoryRubric:
     @property
     def digest(self) -> str:
         """SHA-256 hex of the canonical JSON of `to_document()`: dimension order is part of it."""
-        return hashlib.sha256(canonical_json(self.to_document()).encode("utf-8")).hexdigest()
+        return digest_hex(self.to_document())
 
 
 @dataclass(frozen=True)
