@@ -181,7 +181,7 @@ def _waymark() -> tuple[float, float, object]:
     from accounts.services import Actor
     from procedures.mining.services import procedure_mine
     from procedures.models import ReplayRun
-    from procedures.offline_replay_services import replay_offline_run
+    from procedures.replay.services.offline import replay_offline_run
 
     _reset_procedures()
     started = time.perf_counter()

@@ -15,8 +15,9 @@ from common.errors import ApiError, Error
 from trajectories.jobs_api import CLAIM_RESPONSES, RESULT_RESPONSES, answer_job, claim_job
 from trajectories.schemas import ResultIn
 
-from . import active_body, errors, live_replay_services, selectors
+from . import active_body, errors, selectors
 from .mining import services as mining_services
+from .replay.services import live as live_replay_services
 from .schemas import ClaimIn, MineIn, MineOut, ProcedureListOut, ProcedureOut, VersionListOut
 
 READ_SCOPE = "procedures:read"

@@ -22,11 +22,13 @@ from accounts.services import Actor
 from common.demo_seeding import SeedContext, demo_seeder
 from trajectories.demo import DEMO_SOURCE
 
-from . import errors, live_replay_services, offline_replay_services
+from . import errors
 from .demo_agent import simulate_job
 from .mining import services as mining_services
 from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
 from .promotable import KIND
+from .replay.services import live as live_replay_services
+from .replay.services import offline as offline_replay_services
 
 DEMO_INTENTS = ("refund_request", "cancel_order", "change_address", "order_status")
 REVIEW_INTENT = "refund_request"  # the version reviews' demo proposes (procedures.promotable.demo_candidate)
@@ -70,7 +72,7 @@ def _certify_live(version: ProcedureVersion, *, actor: Actor, agent: Actor | Non
         with transaction.atomic(durable=True):
             queued = ReplayRun.objects.filter(version=version, mode=ReplayMode.LIVE, status=ReplayStatus.QUEUED).first()
             if queued is None:
-                from .replay_services import requeue_replays
+                from .replay.services.lifecycle import requeue_replays
 
                 (queued,) = requeue_replays(
                     version, procedure, actor=actor, modes=[ReplayMode.LIVE], verb="replay.demo_live"

@@ -5,9 +5,11 @@ from celery import shared_task
 from accounts.services import Actor
 from common.retry import TRANSIENT_ERRORS
 
-from . import errors, live_replay_services, offline_replay_services
+from . import errors
 from .mining import services as mining_services
 from .models import ReplayRun
+from .replay.services import live as live_replay_services
+from .replay.services import offline as offline_replay_services
 
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
 

@@ -5,7 +5,8 @@ The autouse fixture `_writes_go_through_services` (tests/conftest.py) wraps the 
 statement, past Django and the other installed libraries and past the models modules (a model's own `save()`), to
 the first frame in Waymark's code. That frame must be in a write module:
 
-* an app's `services.py` or `*_services.py`: every write of the design;
+* an app's (or a sub-domain's) `services.py`, a module of a `services/` package, or a `*_services.py`: every write
+  of the design;
 * one of WRITE_MODULES below, each with the reason it writes;
 * a migration (tests of data migrations run them);
 * tests/ itself: tests and their factories arrange rows directly.
@@ -76,6 +77,7 @@ def _is_write_module(relative: str) -> bool:
         relative in WRITE_MODULES
         or name in WRITE_MODULE_NAMES
         or name.endswith("_services.py")
+        or "/services/" in relative
         or "/migrations/" in relative
     )
 

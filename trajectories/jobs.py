@@ -2,7 +2,7 @@
 
 Two kinds are registered, each from its app's AppConfig.ready, with callbacks run on commit when a job of that kind is
 answered or expires (typically enqueueing the task that checks whether the whole evaluation is complete):
-`procedure_replay` (procedures: a live replay's cases, procedures.live_replay_services) and `graph_evaluation`
+`procedure_replay` (procedures: a live replay's cases, procedures.replay.services.live) and `graph_evaluation`
 (graphs: the `agents` evaluator of evolution runs and certifications, graphs.evolution.jobs).
 
     register_job_kind("procedure_replay", on_answered=..., on_expired=...)

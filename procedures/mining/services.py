@@ -29,7 +29,13 @@ from trajectories.selectors import run_queryset, step_columns
 from .. import active_body
 from ..errors import MiningError, check_operator
 from ..models import Procedure, ProcedureVersion, ReplayMode, ReplayRun
-from ..replay_services import enqueue_replay_on_commit, has_live_replay, modes_to_rerun, queue_replay, requeue_replays
+from ..replay.services.lifecycle import (
+    enqueue_replay_on_commit,
+    has_live_replay,
+    modes_to_rerun,
+    queue_replay,
+    requeue_replays,
+)
 from ..versions.split import RUN_LISTS, RunSplit, create_with_run_lists, split_runs
 from . import content_revision, decode_arguments, intent_key, trajectory_id
 

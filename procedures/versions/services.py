@@ -20,7 +20,7 @@ from ..mining import content_revision
 from ..mining.services import MIN_SUCCESSFUL_RUNS, MineResult, learn_from_split, next_version_number
 from ..models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
 from ..promotable import KIND as PROMOTION_KIND
-from ..replay_services import (
+from ..replay.services.lifecycle import (
     RESETTLED,
     enqueue_replay_on_commit,
     has_live_replay,

@@ -15,9 +15,9 @@ from accounts.services import Actor
 from common import liveness
 from graphs.models import EvolutionRun
 from intents.models import IntentProposalRun
-from procedures import offline_replay_services
 from procedures.mining import services as mining_services
 from procedures.models import ReplayRun, ReplayStatus
+from procedures.replay.services import offline as offline_replay_services
 from rubrics.models import Rubric, RubricJob, RubricJobKind
 from tests.graphs.evolution_helpers import make_lab
 from tests.procedures.factories import REFUND, queued_replay, refund_runs

@@ -184,8 +184,8 @@ def test_the_scheduled_proposal_over_more_than_5000_new_runs_takes_the_oldest_50
 def test_the_demo_agent_answers_its_own_jobs_behind_thousands_of_the_users_and_leaves_theirs(
     transactional_db, live_server, operator, make_agent_token
 ):
-    from procedures import live_replay_services
     from procedures.mining import services as mining_services
+    from procedures.replay.services import live as live_replay_services
     from tests.procedures.factories import REFUND, refund_runs
     from trajectories.models import Job, JobStatus
 

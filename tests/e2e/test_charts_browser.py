@@ -6,8 +6,8 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from procedures import offline_replay_services
 from procedures.models import Procedure
+from procedures.replay.services import offline as offline_replay_services
 from tests.e2e.conftest import browser_type_launch_args, page_as  # noqa: F401  (shared browser fixtures)
 from tests.graphs.factories import make_demo_workspace
 from tests.procedures.factories import queued_replay, refund_run, stored_version

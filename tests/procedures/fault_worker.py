@@ -14,7 +14,8 @@ from django.conf import settings  # noqa: E402
 settings.WAYMARK_REPLAY_LEASE_SECONDS = int(os.environ.get("FAULT_LEASE_SECONDS", "2"))
 settings.WAYMARK_REPLAY_MAX_ATTEMPTS = int(os.environ.get("FAULT_MAX_ATTEMPTS", "10"))
 
-from procedures import offline_replay_services, replay_services  # noqa: E402
+from procedures.replay.services import lifecycle as replay_services  # noqa: E402
+from procedures.replay.services import offline as offline_replay_services  # noqa: E402
 
 _heartbeat = offline_replay_services.replay_heartbeat
 

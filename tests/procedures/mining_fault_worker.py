@@ -17,8 +17,8 @@ from django.db import transaction  # noqa: E402
 
 settings.WAYMARK_REPLAY_LEASE_SECONDS = int(os.environ.get("FAULT_LEASE_SECONDS", "2"))
 
-from procedures import offline_replay_services  # noqa: E402
 from procedures.mining import services as mining_services  # noqa: E402
+from procedures.replay.services import offline as offline_replay_services  # noqa: E402
 
 _enqueue = mining_services.enqueue_replay_on_commit
 

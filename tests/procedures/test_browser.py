@@ -6,8 +6,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from procedures import offline_replay_services
 from procedures.models import Procedure, ProcedureVersion
+from procedures.replay.services import offline as offline_replay_services
 from reviews.models import PromotionRequest
 from tests.e2e.conftest import browser_type_launch_args, page_as  # noqa: F401  (shared browser fixtures)
 from tests.promote import promote_procedure_version

@@ -9,8 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from procedures import charts, offline_replay_services
+from procedures import charts
 from procedures.models import Procedure, ReplayRun
+from procedures.replay.services import offline as offline_replay_services
 from tests.conftest import logged_in
 from tests.promote import promote_procedure_version
 from tests.trajectories.factories import ingest

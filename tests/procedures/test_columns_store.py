@@ -11,17 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.services import Actor
-from procedures import (
-    core,
-    errors,
-    live_replay_services,
-    offline_replay_services,
-    replay_services,
-    spooled_cases,
-)
+from procedures import core, errors
 from procedures.mining import services as mining_services
 from procedures.mining import split_ids, trajectory_id
 from procedures.models import ReplayCase, ReplayStatus
+from procedures.replay import spooled_cases
+from procedures.replay.services import lifecycle as replay_services
+from procedures.replay.services import live as live_replay_services
+from procedures.replay.services import offline as offline_replay_services
 from procedures.versions import split as version_split
 from tests.procedures.core.reference import reference_learn_procedure
 from tests.trajectories.factories import ingest, run_item, step_item

@@ -50,7 +50,7 @@ def test_the_demo_mines_only_its_own_runs_and_leaves_the_mined_through_mark_alon
 
 def test_the_review_demo_proposes_the_version_learnt_from_the_demo_runs(operator):
     from procedures.mining.services import procedure_mine
-    from procedures.offline_replay_services import replay_offline_run
+    from procedures.replay.services.offline import replay_offline_run
     from reviews.registry import get_kind
     from tests.demo_data import push_user_runs
 

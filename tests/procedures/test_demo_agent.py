@@ -9,10 +9,10 @@ from django.core.management import call_command
 
 from accounts.services import Actor
 from graphs.demo import LAB_SLUG
-from procedures import live_replay_services
 from procedures.demo_agent import MAX_WALK_STEPS, simulate_graph_run, simulate_job, simulate_run
 from procedures.mining import services as mining_services
 from procedures.models import ReplayStatus, VersionStatus
+from procedures.replay.services import live as live_replay_services
 from trajectories.models import Job, JobStatus, Run
 
 from .factories import REFUND, refund_runs

@@ -7,10 +7,10 @@ import pytest
 from django.core.management import call_command
 
 from accounts.services import Actor
-from procedures import live_replay_services
 from procedures.demo_agent import simulate_job
 from procedures.management.commands import run_demo_agent
 from procedures.mining import services as mining_services
+from procedures.replay.services import live as live_replay_services
 from trajectories.models import Job, JobStatus
 
 from .factories import REFUND, refund_runs

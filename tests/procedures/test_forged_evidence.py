@@ -9,9 +9,9 @@ import pytest
 from accounts.models import User
 from accounts.roles import Role
 from accounts.services import Actor
-from procedures.live_replay_services import REPLAY_JOB_KIND, replay_subject
 from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion, ReplayRun, ReplayStatus
+from procedures.replay.services.live import REPLAY_JOB_KIND, replay_subject
 from reviews import services as review_services
 from reviews.models import PromotionStatus
 from tests.factories import user_with

@@ -6,9 +6,9 @@ import pytest
 from django.utils import timezone
 
 from accounts.services import Actor
-from procedures import live_replay_services
 from procedures.mining import services as mining_services
 from procedures.models import ProcedureVersion, ReplayCase, ReplayStatus, VersionStatus
+from procedures.replay.services import live as live_replay_services
 from trajectories import job_services
 from trajectories.models import Job, JobStatus
 

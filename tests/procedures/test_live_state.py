@@ -10,10 +10,11 @@ from django.urls import reverse
 from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
-from procedures import errors, offline_replay_services
+from procedures import errors
 from procedures.mining import services as mining_services
 from procedures.mining import split_ids
 from procedures.models import ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
+from procedures.replay.services import offline as offline_replay_services
 from procedures.versions import services as version_services
 from reviews import services as review_services
 from tests.conftest import logged_in

@@ -5,9 +5,9 @@ from django.urls import reverse
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import offline_replay_services
 from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion
+from procedures.replay.services import offline as offline_replay_services
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in
 from tests.promote import promote_procedure_version

@@ -5,7 +5,7 @@ import pytest
 from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
-from procedures import errors, offline_replay_services
+from procedures import errors
 from procedures.mining import services as mining_services
 from procedures.models import (
     ImmutableVersionError,
@@ -15,6 +15,7 @@ from procedures.models import (
     ReplayStatus,
     VersionStatus,
 )
+from procedures.replay.services import offline as offline_replay_services
 from procedures.versions import services as version_services
 from reviews import services as review_services
 from reviews.errors import NotAllowed

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from accounts.models import AuditEvent
 from accounts.services import Actor
-from procedures import errors, offline_replay_services, tasks
+from procedures import errors, tasks
 from procedures.mining import services as mining_services
 from procedures.models import ProcedureVersion, ReplayCase, ReplayRun, ReplayStatus, VersionStatus
+from procedures.replay.services import offline as offline_replay_services
 from procedures.versions import services as version_services
 from tests.conftest import logged_in
 

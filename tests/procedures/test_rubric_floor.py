@@ -13,11 +13,13 @@ from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
 from llm.models import ModelCall
-from procedures import errors, live_replay_services, offline_replay_services
+from procedures import errors
 from procedures.core import DEFAULT_PROCEDURE_CHECKS
 from procedures.mining import services as mining_services
 from procedures.models import Procedure, ProcedureVersion, ReplayStatus, VersionStatus
 from procedures.promotable import ProcedureVersionKind
+from procedures.replay.services import live as live_replay_services
+from procedures.replay.services import offline as offline_replay_services
 from procedures.versions import services as version_services
 from reviews.services import judgment_submit, promotion_override, promotion_propose
 from rubrics import services as rubric_services

@@ -13,9 +13,9 @@ from graphs.core.twohop import ROUND_1_BUILD
 from graphs.evolution.jobs import JOB_KIND as GRAPH_JOB_KIND
 from graphs.evolution.services import evolution_start, evolution_step
 from graphs.services import workspace_create
-from procedures import live_replay_services
 from procedures.mining import services as mining_services
 from procedures.models import ReplayStatus
+from procedures.replay.services import live as live_replay_services
 from tests.conftest import logged_in
 from tests.procedures.factories import REFUND, refund_run, refund_runs
 from trajectories import job_services

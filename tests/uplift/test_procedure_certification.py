@@ -213,7 +213,7 @@ def test_an_exhausted_split_refuses_the_certificate_and_the_gate_says_to_use_fre
     version = mined_and_certified(operator, django_capture_on_commit_callbacks)
     services.policy_set(actor=Actor(user=operator), kind=KIND, parent_key=str(version.procedure_id), max_decisions=1)
     with django_capture_on_commit_callbacks(execute=True):  # the same held-out runs again: a second decision
-        from procedures.replay_services import requeue_replays
+        from procedures.replay.services.lifecycle import requeue_replays
 
         with transaction.atomic():
             requeue_replays(version, version.procedure, actor=AGENT, modes=["live"])

@@ -33,12 +33,12 @@ from procedures import core
 from procedures.core.columns import OfflineReplay
 from trajectories.selectors import run_columns
 
-from .certification import CasePairs
-from .errors import LeaseLost
-from .mining import decode_arguments
-from .models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
-from .replay_services import fail_replay, finish_replay, procedure_steps
-from .spooled_cases import SpooledCases
+from ...errors import LeaseLost
+from ...mining import decode_arguments
+from ...models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
+from ..certification import CasePairs
+from ..spooled_cases import SpooledCases
+from .lifecycle import fail_replay, finish_replay, procedure_steps
 
 logger = logging.getLogger("waymark.procedures")
 

@@ -3,7 +3,7 @@ commits), then finished with its cases, metrics and gate report written once, an
 
 Mining, re-running, re-splitting and amending a version all queue replays through `queue_replay` /
 `requeue_replays`; a version whose replays are run again goes back to replaying. Offline replays
-(offline_replay_services) and live ones (live_replay_services) both finish through `finish_replay` (one
+(services.offline) and live ones (services.live) both finish through `finish_replay` (one
 transaction: the cases, the metrics, the gate with the rubric floor, the replay's status and its version's) or fail
 through `fail_replay`. A version settles once none of its replays is open: ready when the newest replay of
 each mode passed its gate, else failed.
@@ -26,10 +26,10 @@ from procedures import core
 from procedures.core.gate import regression_gate
 from rubrics.floor import FloorResult
 
-from .certification import CasePairs, certify_replay
-from .models import Procedure, ProcedureVersion, ReplayCase, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
-from .spooled_cases import SpooledCases
-from .versions.split import RUN_LISTS, RunSplit, create_with_run_lists
+from ...models import Procedure, ProcedureVersion, ReplayCase, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
+from ...versions.split import RUN_LISTS, RunSplit, create_with_run_lists
+from ..certification import CasePairs, certify_replay
+from ..spooled_cases import SpooledCases
 
 
 def procedure_steps(version: ProcedureVersion | None) -> tuple[core.ProcedureStep, ...] | None:
@@ -304,7 +304,7 @@ def requeue_replays(
 
 
 def enqueue_replay_on_commit(replay: ReplayRun) -> None:
-    from . import tasks
+    from ... import tasks
 
     task = tasks.replay_offline if replay.mode == ReplayMode.OFFLINE else tasks.replay_live_start
     transaction.on_commit(lambda: task.delay(replay.pk))

@@ -19,8 +19,7 @@ from trajectories.core import TrajectoryStep
 from trajectories.job_services import answering_agents, jobs_create, jobs_expire
 from trajectories.selectors import jobs_for_subject, run_queryset, runs_with_steps
 
-from .certification import CasePairs
-from .models import (
+from ...models import (
     Procedure,
     ProcedureVersion,
     ReplayArm,
@@ -30,8 +29,9 @@ from .models import (
     ReplayStatus,
     VersionStatus,
 )
-from .replay_services import finish_replay, procedure_steps
-from .spooled_cases import arms, case_payload
+from ..certification import CasePairs
+from ..spooled_cases import arms, case_payload
+from .lifecycle import finish_replay, procedure_steps
 
 logger = logging.getLogger("waymark.procedures")
 REPLAY_JOB_KIND = "procedure_replay"

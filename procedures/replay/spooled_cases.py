@@ -10,7 +10,7 @@ from typing import Any
 
 from procedures import core
 
-from .models import ReplayArm, ReplayCase
+from ..models import ReplayArm, ReplayCase
 
 
 def arms(case: core.CaseResult) -> list[tuple[str, core.ArmResult]]:
@@ -32,7 +32,7 @@ def case_payload(case: core.CaseResult, result: core.ArmResult) -> dict[str, Any
 class SpooledCases:
     """An offline replay's case rows (no result run: recorded runs only), kept as lines of PostgreSQL COPY text in
     a spooled temporary file (in memory up to SPOOL_BYTES, then on disk), so memory stays flat in the number of
-    cases; replay_services copies them into the table (bulk_create batches on other databases)."""
+    cases; services.lifecycle copies them into the table (bulk_create batches on other databases)."""
 
     SPOOL_BYTES = 8 << 20
     COLUMNS = ("replay_id", "arm", "case_run_id", "result", "answered")
