@@ -9,7 +9,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from tests.e2e import conftest as e2e
-from tests.reviews.test_kinds import graph_workspace
+from tests.helpers.reviews import graph_workspace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]
 

@@ -8,7 +8,7 @@ from accounts.roles import Role
 from accounts.services import Actor
 from tests.conftest import logged_in
 from tests.factories import user_with
-from tests.rubrics.helpers import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
+from tests.helpers.rubrics import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
 
 pytestmark = pytest.mark.django_db
 USERS = reverse("admin:accounts_user_changelist")

@@ -9,8 +9,7 @@ from playwright.sync_api import expect
 from graphs.models import Workspace
 from reviews.models import PromotionRequest, PromotionStatus
 from tests.e2e import conftest as e2e
-
-from .test_kinds import graph_workspace
+from tests.helpers.reviews import graph_workspace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]
 

@@ -24,9 +24,7 @@ from reviews import services
 from reviews.models import Judgment
 from tests.e2e import conftest as e2e
 from tests.factories import user_with
-
-from .test_identity import workspace_with_two_revisions
-from .test_pages import propose
+from tests.helpers.reviews import propose, workspace_with_two_revisions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]
 

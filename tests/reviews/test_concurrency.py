@@ -9,6 +9,7 @@ from accounts.models import AuditEvent
 from reviews import services
 from reviews.errors import Conflict
 from reviews.models import PromotionRequest, PromotionStatus
+from tests.helpers.concurrency import run_at_once
 
 from .conftest import act, activations
 
@@ -91,28 +92,6 @@ def test_an_activation_slipping_in_between_read_and_write_makes_the_request_stal
     assert request.judgments.count() == 1  # the losing approval was rolled back with the activation
     assert fake_kind.current_active("p1") == "rival"
     assert not AuditEvent.objects.filter(verb="promotion.apply").exists()
-
-
-def run_at_once(calls):
-    """Run each call in its own thread (own connection), released together; returns results or exceptions."""
-    barrier = threading.Barrier(len(calls))
-    results = [None] * len(calls)
-
-    def run(index, call):
-        try:
-            barrier.wait()
-            results[index] = call()
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
 
 
 def test_a_reviewer_submitting_twice_at_once_records_one_judgment(fake_kind, proposer, reviewer):

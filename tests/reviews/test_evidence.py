@@ -15,13 +15,12 @@ from procedures.versions import services as version_services
 from reviews import services
 from reviews.models import PromotionStatus
 from tests.conftest import logged_in
+from tests.helpers.reviews import propose, workspace_with_two_revisions
 from tests.procedures.factories import stored_version
 from tests.promote import promote_procedure_version
 from tests.trajectories.factories import ingest, run_item
 
 from .conftest import act
-from .test_identity import workspace_with_two_revisions
-from .test_pages import propose
 
 pytestmark = pytest.mark.django_db
 

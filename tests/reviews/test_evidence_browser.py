@@ -8,8 +8,7 @@ from playwright.sync_api import expect
 
 from reviews.models import PromotionRequest
 from tests.e2e import conftest as e2e
-
-from .test_identity import workspace_with_two_revisions
+from tests.helpers.reviews import workspace_with_two_revisions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]
 

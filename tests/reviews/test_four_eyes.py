@@ -13,10 +13,10 @@ from reviews.errors import Conflict
 from reviews.models import Judgment, PromotionRequest, PromotionStatus
 from tests.conftest import logged_in
 from tests.factories import user_with
+from tests.helpers.concurrency import run_at_once
+from tests.helpers.reviews import post, propose
 
 from .conftest import act
-from .test_concurrency import run_at_once
-from .test_pages import post, propose
 
 
 @pytest.fixture

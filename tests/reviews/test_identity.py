@@ -10,42 +10,18 @@ from django.urls import reverse
 from accounts.models import AuditEvent
 from accounts.services import Actor
 from graphs import services as graph_services
-from graphs.core import END, START, Edge, Node
-from graphs.evolution.demo import run_inline
-from graphs.evolution.services import evolution_start
+from graphs.core import Node
 from graphs.selectors import graph_of
 from reviews import services
 from reviews.models import PromotionRequest, PromotionStatus
 from tests.conftest import logged_in
+from tests.helpers.reviews import post, workspace_with_two_revisions
 from tests.promote import promote_graph_revision
 
 from .conftest import act
-from .test_pages import post
 
 SYSTEM = Actor.system()
 pytestmark = pytest.mark.django_db
-
-
-def workspace_with_two_revisions():
-    """ws: skeleton #0, #1 accepted by a one-round evolution and made active through a review, and #2 (a node more)
-    as the newest candidate. Revision pks differ from seqs (the other chains take ids too)."""
-    workspace = graph_services.workspace_create(actor=SYSTEM, slug="ws", title="Ws").workspace
-    run = run_inline(evolution_start(actor=SYSTEM, workspace=workspace, rounds=1, evaluator="two-hop", enqueue=False))
-    first = run.rounds.get().graph_revision
-    promote_graph_revision(first)
-    graph = graph_of(first)
-    nodes = [*graph.nodes.values(), Node("verify", "REASONING", "Check the answer")]
-    edges = (*graph.edges, Edge(START, "LEADS_TO", "verify", {"guidance": "check"}), Edge("verify", "LEADS_TO", END))
-    second = graph_services.graph_append_accepted(
-        actor=SYSTEM,
-        workspace=workspace,
-        graph=replace(graph, nodes={n.id: n for n in nodes}, edges=edges),
-        expected_head=first.digest,
-        meta={},
-    )
-    workspace.refresh_from_db()
-    assert workspace.active_revision_id == first.pk and (first.seq, second.seq) == (1, 2)
-    return workspace, first, second
 
 
 def test_revision_and_version_labels():

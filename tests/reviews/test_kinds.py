@@ -10,28 +10,18 @@ from accounts.models import AuditEvent
 from accounts.services import Actor
 from graphs import services as graph_services
 from graphs.demo import two_hop_graph
-from graphs.evolution.demo import run_inline
-from graphs.evolution.services import evolution_start
 from procedures.models import Procedure, ReplayRun, ReplayStatus, VersionStatus
 from reviews import services
 from reviews.errors import Conflict
 from reviews.models import PromotionStatus
 from tests.conftest import logged_in
+from tests.helpers.reviews import graph_workspace
 from tests.procedures.factories import stored_version
 from tests.promote import promote_graph_revision, promote_procedure_version
 
 from .conftest import act
 
 SYSTEM = Actor.system()
-
-
-def graph_workspace():
-    """ws: the seeded skeleton #0 active, and as the candidate the graph #1 a one-round evolution accepted (the
-    two-hop evaluator measured it: 1.0 against the skeleton's 0.5)."""
-    workspace = graph_services.workspace_create(actor=SYSTEM, slug="ws", title="Ws").workspace
-    head = workspace.active_revision
-    run = run_inline(evolution_start(actor=SYSTEM, workspace=workspace, rounds=1, evaluator="two-hop", enqueue=False))
-    return workspace, head, run.rounds.get().graph_revision
 
 
 def approve(request, *reviewers):

@@ -6,22 +6,11 @@ from django.urls import reverse
 from reviews import services, webhooks
 from reviews.models import Judgment, PromotionRequest, PromotionStatus, WebhookEndpoint
 from tests.conftest import logged_in
+from tests.helpers.reviews import post, propose
 
 from .conftest import act
 
 pytestmark = pytest.mark.django_db
-
-
-def post(client, url, data=None):
-    """A form post as a browser sends it: the CSRF cookie from a page first, then the token in the form."""
-    client.get(reverse("reviews:queue"))
-    cookie = client.cookies.get("csrftoken")
-    return client.post(url, {**(data or {}), "csrfmiddlewaretoken": cookie.value if cookie else ""})
-
-
-def propose(kind, proposer, candidate="v1", **kwargs):
-    kind.add(candidate, **kwargs)
-    return services.promotion_propose(actor=act(proposer), kind="fake", candidate_id=candidate, rationale="better")
 
 
 def test_the_queue_shows_an_approve_button_to_reviewers_but_not_to_the_proposer_or_a_viewer(

@@ -20,10 +20,10 @@ from reviews.models import Judgment, PromotionStatus, QueueLease
 from rubrics import selectors as rubric_selectors
 from tests.conftest import logged_in
 from tests.factories import user_with
-from tests.rubrics.helpers import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
+from tests.helpers.reviews import post, propose
+from tests.helpers.rubrics import committed, make_run, make_version  # noqa: F401 (committed: a fixture)
 
 from .conftest import act
-from .test_pages import post, propose
 
 pytestmark = pytest.mark.django_db
 

@@ -20,9 +20,9 @@ from reviews import selectors, services
 from reviews.models import PromotionStatus
 from tests.conftest import logged_in
 from tests.factories import user_with
+from tests.helpers.reviews import propose
 
 from .conftest import act
-from .test_pages import propose
 
 pytestmark = pytest.mark.django_db
 

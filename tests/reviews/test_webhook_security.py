@@ -17,7 +17,7 @@ from reviews import webhooks
 from reviews.errors import Invalid
 from reviews.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from tests.conftest import logged_in
-from tests.reviews.test_pages import post
+from tests.helpers.reviews import post
 
 from .conftest import act
 

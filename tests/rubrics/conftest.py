@@ -1,10 +1,10 @@
-"""The rubric tests' shared fixtures (tests/rubrics/helpers.py) and a second reviewer for promotions."""
+"""The rubric tests' shared fixtures (tests/helpers/rubrics.py) and a second reviewer for promotions."""
 
 import pytest
 
 from accounts.roles import Role
 from tests.factories import user_with
-from tests.rubrics.helpers import committed  # noqa: F401 (the fixture)
+from tests.helpers.rubrics import committed  # noqa: F401 (the fixture)
 
 
 @pytest.fixture

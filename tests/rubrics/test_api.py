@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rubrics.models import RubricAssessmentRow, RubricScoreRow
-from tests.rubrics.helpers import make_run, make_version
+from tests.helpers.rubrics import make_run, make_version
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from rubrics import services as rubric_services
 from rubrics.models import RubricAssessmentRow
 from tests.conftest import logged_in
 from tests.factories import user_with
-from tests.rubrics.helpers import act, make_run, make_version, post
+from tests.helpers.rubrics import act, make_run, make_version, post
 from trajectories.choices import EVALUATION_SOURCE
 from trajectories.models import Run
 

@@ -9,8 +9,8 @@ import pytest
 from llm.models import ModelCall
 from rubrics import services as rubric_services
 from rubrics.models import RubricAssessmentRow, RubricJobStatus, RubricScoreRow
+from tests.helpers.rubrics import act, make_run, make_version
 from tests.llm.stand_in import NOT_ANSWERS, stand_in_model
-from tests.rubrics.helpers import act, make_run, make_version
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from rubrics import services as rubric_services
 from rubrics.models import RubricAssessmentRow, RubricJob
 from tests.conftest import logged_in
-from tests.rubrics.helpers import act, make_run, make_version, post
+from tests.helpers.rubrics import act, make_run, make_version, post
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from rubrics.models import (
     RubricVersion,
     RubricVersionStatus,
 )
-from tests.rubrics.helpers import act, make_run, make_version, use_model
+from tests.helpers.rubrics import act, make_run, make_version, use_model
 
 GOOD = json.dumps(
     {

@@ -9,7 +9,7 @@ from accounts.models import AuditEvent
 from accounts.roles import Role
 from accounts.services import Actor
 from tests.factories import user_with
-from tests.reviews.test_concurrency import run_at_once
+from tests.helpers.concurrency import run_at_once
 from uplift import services
 from uplift.core.certificate import ArmOutcome, PairedTask
 from uplift.core.reuse import alpha_for

@@ -10,8 +10,8 @@ from procedures.models import Procedure, VersionStatus
 from procedures.promotable import KIND
 from reviews import registry
 from reviews.models import Activation
+from tests.helpers.concurrency import run_at_once
 from tests.procedures.factories import REFUND, stored_version
-from tests.reviews.test_concurrency import run_at_once
 from tests.trajectories.factories import ingest, run_item
 from uplift import watch_services
 from uplift.models import Watch
