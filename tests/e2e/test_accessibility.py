@@ -14,14 +14,13 @@ import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
-from playwright.sync_api import BrowserContext, Page
+from playwright.sync_api import BrowserContext
 
 from accounts.models import ApiToken, User
 from accounts.services import Actor, api_token_create
@@ -32,12 +31,12 @@ from procedures.models import ProcedureVersion
 from reviews.models import PromotionRequest
 from rubrics.models import RubricScoreRow, RubricVersion
 from tests.graphs.evolution_helpers import run_to_end, start
+from tests.helpers.browser import blocking_violations, report
 from trajectories.models import Run
 from uplift.models import Certificate, Watch
 
 pytestmark = pytest.mark.e2e
 
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 
 # Routes of the URL conf that are not pages, each with the reason; everything else must be visited.
 NOT_VISITED = {
@@ -53,19 +52,8 @@ NOT_VISITED_PREFIXES = {
 }
 ADMIN_VISITED = {"admin:index", "admin:accounts_user_changelist"}
 
-# axe.run in the page: the serious and critical violations, each with its nodes' targets (CSS selectors).
-RUN_AXE = """async () => {
-  const results = await axe.run(document, {resultTypes: ["violations"]});
-  const blocking = ["serious", "critical"];
-  return results.violations.filter((v) => blocking.includes(v.impact)).map((v) => ({
-    id: v.id, impact: v.impact, help: v.help,
-    targets: v.nodes.filter((n) => blocking.includes(n.impact)).map((n) => JSON.stringify(n.target)),
-  }));
-}"""
 # For the self-test: the login form's username input taken out of its label.
 UNLABEL = "() => { const input = document.getElementById('id_username'); input.closest('label').replaceWith(input); }"
-# Mermaid draws after load (deferred script, asynchronous rendering): check the drawings, not their source text.
-DRAWN = "() => Array.from(document.querySelectorAll('pre.mermaid')).every((pre) => pre.querySelector('svg'))"
 
 
 @dataclass(frozen=True)
@@ -205,21 +193,6 @@ def log_in(context: BrowserContext, live_server, username: str | None) -> None:
     client.force_login(User.objects.get(username=username))
     session = client.cookies[django_settings.SESSION_COOKIE_NAME].value
     context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
-
-
-def blocking_violations(page: Page) -> list[dict]:
-    page.wait_for_function(DRAWN, timeout=15_000)
-    page.add_script_tag(path=str(AXE))
-    return page.evaluate(RUN_AXE)
-
-
-def report(found: dict[str, list[dict]]) -> str:
-    lines = []
-    for where, violations in found.items():
-        for violation in violations:
-            lines.append(f"{where}: {violation['id']} ({violation['impact']}) {violation['help']}")
-            lines.extend(f"    {target}" for target in violation["targets"])
-    return "\n".join(lines)
 
 
 @pytest.fixture

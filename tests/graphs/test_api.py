@@ -5,12 +5,13 @@ import pytest
 
 from accounts.roles import Role
 from graphs import services
-from graphs.core import END, START, Edge, Graph, Node
+from graphs.core import START, Graph
 from graphs.models import Revision
 from llm.models import ModelCall
 from reviews.models import PromotionRequest, PromotionStatus
 from tests.factories import user_with
 from tests.graphs.factories import SYSTEM, make_demo_workspace, make_empty_workspace, make_workspace
+from tests.helpers.graphs import big_graph
 from tests.promote import promote_graph_revision
 
 pytestmark = pytest.mark.django_db
@@ -295,15 +296,6 @@ def test_no_graphs_operation_moves_the_pointer(api_client, demo, make_token, adm
 
 
 # -- query counts ----------------------------------------------------------------------------------------------------
-
-
-def big_graph(width: int) -> Graph:
-    nodes = [Node(START, "STATUS", "Task start"), Node(END, "STATUS", "Task end")]
-    nodes += [Node(f"t{i}", "ACTION", f"tool {i}") for i in range(width)]
-    edges = [Edge(START, "LEADS_TO", "t0", {"guidance": "begin"})]
-    edges += [Edge(f"t{i}", "LEADS_TO", f"t{i + 1}", {"guidance": "next"}) for i in range(width - 1)]
-    edges.append(Edge(f"t{width - 1}", "LEADS_TO", END, {"guidance": "stop"}))
-    return Graph(nodes=nodes, edges=tuple(edges))
 
 
 @pytest.mark.parametrize("size", [3, 300])

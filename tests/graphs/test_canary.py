@@ -25,7 +25,7 @@ from graphs.models import Revision, Workspace
 from reviews.registry import StaleActivation, get_kind
 from tests.factories import user_with
 from tests.graphs.factories import SYSTEM, make_demo_workspace, make_workspace
-from tests.graphs.test_api import big_graph
+from tests.helpers.graphs import big_graph
 from tests.promote import promote_graph_revision
 from trajectories.choices import EVALUATION_SOURCE
 from uplift.core.canary import arm_for, position

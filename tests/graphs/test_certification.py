@@ -18,8 +18,8 @@ from graphs.evolution.services import evolution_start
 from graphs.models import EvolutionRun, GraphCertification, Revision, Workspace
 from graphs.promotable import GraphRevisionKind
 from tests.graphs.evolution.records import run_record, uplift_record
-from tests.graphs.evolution.test_resume import die_once, recording, run_through_one_crash
 from tests.graphs.skills import EVALUATORS, Skills, skills_graph
+from tests.helpers.evolution_crashes import die_once, recording, run_through_one_crash
 from uplift.models import Certificate, SplitDecision
 from uplift.selectors import latest_certificate
 
@@ -386,7 +386,7 @@ def test_the_workspace_page_shows_certificates_and_operators_certify_from_it(ope
     from django.urls import reverse
 
     from tests.conftest import logged_in
-    from tests.graphs.test_pages import csrf
+    from tests.helpers.graphs import csrf
 
     workspace = two_hop_lab("lab")
     evolve(workspace, operator, script=[ROUND_1_BUILD])

@@ -12,7 +12,7 @@ from graphs.evolution.jobs import JOB_KIND
 from graphs.evolution.services import evolution_start
 from graphs.models import EvolutionRun, Revision
 from graphs.services import workspace_create
-from tests.procedures.test_celery_integration import redis_app, wait_for
+from tests.helpers.celery_workers import redis_app, wait_for
 from tests.trajectories.factories import ingest, run_item, step_item
 from trajectories.choices import EVALUATION_SOURCE
 from trajectories.models import Job, JobStatus, Run

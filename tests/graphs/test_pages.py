@@ -9,6 +9,7 @@ from llm.models import ModelCall
 from reviews.models import PromotionRequest
 from tests.conftest import logged_in
 from tests.graphs.factories import make_demo_workspace, make_empty_workspace, make_workspace
+from tests.helpers.graphs import csrf
 from tests.promote import promote_graph_revision
 
 pytestmark = pytest.mark.django_db
@@ -120,10 +121,6 @@ def test_try_guidance_reports_bad_input(viewer, demo):
     assert bad_hops.status_code == 400
     missing = client.post(url, {"steps": "", "hops": 2, "mode": "raw_subgraph", "revision": "77"}, headers=csrf(client))
     assert missing.status_code == 400 and "no graph revision" in missing.content.decode()
-
-
-def csrf(client):
-    return {"X-CSRFToken": client.cookies["csrftoken"].value} if "csrftoken" in client.cookies else {}
 
 
 def _propose(user, candidate, rationale="evolved and evaluated"):

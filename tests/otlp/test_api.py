@@ -4,7 +4,7 @@ resends change nothing; refusals answer the API's Error body and write nothing."
 import gzip
 import json
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
@@ -16,6 +16,7 @@ from opentelemetry.trace import StatusCode
 from accounts.models import AuditEvent
 from otlp import services
 from otlp.models import PendingSpan, Trace, TraceStatus
+from tests.helpers.otlp_spans import micros
 from trajectories.models import Run, Step
 
 from .agents import (
@@ -48,11 +49,6 @@ def post(token):
         return client.generic("POST", OTLP_PATH, body, content_type=content_type, headers=headers)
 
     return send
-
-
-def micros(moment) -> int:
-    """A stored time as whole microseconds since the epoch (exact, unlike a float of seconds)."""
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def answer(response):

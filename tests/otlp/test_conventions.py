@@ -7,31 +7,9 @@ import json
 
 from otlp.core.mapping import map_trace, moment
 from otlp.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET
+from tests.helpers.otlp_spans import OI, SECOND, T0, event, llm_out, span, with_events
 
-from .test_mapping import SECOND, T0, span
-
-OI = "openinference.span.kind"
 OP = "gen_ai.operation.name"
-
-
-def event(name, **attributes):
-    return {"name": name, "time_ns": 0, "attributes": attributes}
-
-
-def with_events(record, *events):
-    record.events = list(events)
-    return record
-
-
-def llm_out(span_id, parent, start, calls, **extra):
-    """An OpenInference LLM span whose output message asks for `calls` [(id, name, arguments)]."""
-    attrs = {OI: "LLM", "llm.model_name": "claude-haiku-4-5", "llm.token_count.prompt": 100}
-    attrs |= {"llm.token_count.completion": 10, "llm.output_messages.0.message.role": "assistant"}
-    for k, (call_id, name, arguments) in enumerate(calls):
-        prefix = f"llm.output_messages.0.message.tool_calls.{k}.tool_call"
-        attrs |= {f"{prefix}.id": call_id, f"{prefix}.function.name": name}
-        attrs[f"{prefix}.function.arguments"] = json.dumps(arguments)
-    return span(span_id, parent, start=start, end=start + 1, **(attrs | extra))
 
 
 def test_several_agent_spans_side_by_side_leave_the_run_to_the_root():

@@ -4,9 +4,7 @@ refused, where no tool step holds the error. Pure, no database."""
 
 from otlp.core.mapping import map_trace
 from otlp.core.spans import STATUS_ERROR, STATUS_OK
-
-from .test_conventions import OI, event, llm_out, with_events
-from .test_mapping import span
+from tests.helpers.otlp_spans import OI, event, llm_out, span, with_events
 
 
 def loop(root_status=STATUS_ERROR, root_message="", refused_message="", *root_events):

@@ -8,7 +8,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otlp.models import PendingSpan, Trace, TraceStatus
-from tests.otlp.test_api import micros
+from tests.helpers.otlp_spans import micros
 from trajectories.models import Run
 
 from .agents import (

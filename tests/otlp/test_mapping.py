@@ -13,26 +13,8 @@ from otlp.core.mapping import (
     role,
     usage,
 )
-from otlp.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord
-
-TRACE = "5b8efff798038103d269b633813fc60c"
-SECOND = 1_000_000_000
-T0 = 1_790_000_000 * SECOND
-
-
-def span(span_id, parent="", *, start=0, end=1, status=STATUS_UNSET, message="", resource=None, name="", **attrs):
-    return SpanRecord(
-        trace_id=TRACE,
-        span_id=f"{span_id:016x}",
-        parent_span_id=f"{parent:016x}" if parent else "",
-        name=name,
-        start_ns=T0 + start * SECOND,
-        end_ns=T0 + end * SECOND,
-        status_code=status,
-        status_message=message,
-        attributes=attrs,
-        resource=resource if resource is not None else {"service.name": "support-agent"},
-    )
+from otlp.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET
+from tests.helpers.otlp_spans import SECOND, T0, TRACE, span
 
 
 def agent(status=STATUS_OK, start=0, end=100, **attrs):

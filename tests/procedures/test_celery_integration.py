@@ -3,51 +3,19 @@ answers over HTTP, settled by the worker. The test settings run tasks eagerly on
 app at Redis and starts an embedded worker thread."""
 
 import io
-import time
 
 import pytest
-from celery.contrib.testing.worker import start_worker
-from django.conf import settings
 from django.core.management import call_command
 
 from accounts.services import Actor
-from config.celery import app
 from procedures.mining import services as mining_services
 from procedures.models import ProcedureVersion, ReplayRun, ReplayStatus, VersionStatus
+from tests.helpers.celery_workers import redis_app, replay_done, wait_for
 
 from .factories import REFUND, refund_runs
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
-
-
-@pytest.fixture
-def redis_app():
-    saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "broker_transport_options")}
-    app.conf.update(
-        broker_url=settings.TEST_REDIS_URL, task_always_eager=False, broker_transport_options={"visibility_timeout": 60}
-    )
-    app._pool = None
-    app.amqp._producer_pool = None
-    with app.connection_for_write() as connection:
-        connection.default_channel.queue_purge("celery")
-    with start_worker(app, perform_ping_check=False, pool="solo", shutdown_timeout=20):
-        yield app
-    app.conf.update(saved)
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
-def wait_for(predicate, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def replay_done(replay_id):
-    return ReplayRun.objects.get(pk=replay_id).status in (ReplayStatus.DONE, ReplayStatus.FAILED)
+__all__ = ["redis_app"]  # the worker fixture, used by name
 
 
 def test_a_worker_replays_a_mined_version_and_stores_the_gate_report(transactional_db, redis_app, operator):

@@ -15,7 +15,7 @@ from procedures.replay.services.live import REPLAY_JOB_KIND, replay_subject
 from reviews import services as review_services
 from reviews.models import PromotionStatus
 from tests.factories import user_with
-from tests.procedures.test_celery_integration import redis_app, replay_done, wait_for
+from tests.helpers.celery_workers import redis_app, replay_done, wait_for
 from trajectories.choices import EVALUATION_SOURCE
 from trajectories.models import Job, JobStatus, Run
 

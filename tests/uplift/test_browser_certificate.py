@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.conf import settings
-from django.test import Client
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -20,7 +18,7 @@ from procedures.mining import services as mining_services
 from procedures.promotable import KIND
 from reviews import services as review_services
 from tests.e2e import conftest as e2e
-from tests.e2e.test_accessibility import blocking_violations, report
+from tests.helpers.browser import accessibility_violations, report
 from tests.procedures.factories import REFUND, refund_run
 from tests.trajectories.factories import ingest, run_item, step_item
 from uplift import services
@@ -92,23 +90,6 @@ def opened(page_as, user, path):
     page = page_as(user, path)
     page.on("pageerror", lambda error: errors.append(error))
     return page, errors
-
-
-def accessibility_violations(browser, browser_context_args, live_server, user, path) -> list[dict]:
-    """axe-core's serious and critical violations on `path` as `user` (its own context, CSP bypassed so the axe script
-    can be injected: tests/e2e/test_accessibility.py)."""
-    client = Client()
-    client.force_login(user)
-    context = browser.new_context(**{**browser_context_args, "base_url": live_server.url, "bypass_csp": True})
-    try:
-        session = client.cookies[settings.SESSION_COOKIE_NAME].value
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
-        page = context.new_page()
-        assert page.goto(path).status == 200
-        page.wait_for_function("() => window.Chart !== undefined", timeout=10_000)
-        return blocking_violations(page)
-    finally:
-        context.close()
 
 
 def test_the_certificate_is_the_first_evidence_panel_on_screen_its_chart_drawn_beside_its_table(

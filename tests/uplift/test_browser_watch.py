@@ -20,13 +20,11 @@ from procedures.models import Procedure, VersionStatus
 from procedures.promotable import KIND
 from reviews import registry
 from tests.e2e import conftest as e2e
-from tests.e2e.test_accessibility import report
+from tests.helpers.browser import accessibility_violations, report
+from tests.helpers.watch import look, runs
 from tests.procedures.factories import REFUND, stored_version
 from uplift import watch_services
 from uplift.models import Watch
-
-from .test_browser_certificate import accessibility_violations
-from .test_watch_services import look, runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings(e2e.PLUGIN_DEPRECATION)]
 

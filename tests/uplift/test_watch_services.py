@@ -20,8 +20,8 @@ from procedures.promotable import KIND
 from reviews import registry
 from reviews.models import Activation, PromotionRequest, WebhookDelivery, WebhookEndpoint
 from tests.conftest import logged_in
+from tests.helpers.watch import look, runs
 from tests.procedures.factories import REFUND, stored_version
-from tests.trajectories.factories import ingest, run_item
 from uplift import watch_services
 from uplift.core.canary import CANARY, arm_for
 from uplift.models import Watch
@@ -49,22 +49,6 @@ def canary(settings):
         )  # fmt: skip
     active_body.recent.clear()
     return procedure, v1, v2, watch
-
-
-def runs(version, n, *, success_rate):
-    """n runs that followed `version`, the first round(n * success_rate) successful."""
-    good = round(n * success_rate)
-    items = [
-        run_item(
-            intent=REFUND, procedure_revision=version.content_revision, outcome="success" if i < good else "failure"
-        )
-        for i in range(n)
-    ]
-    return ingest(*items).created_ids
-
-
-def look(watch, worker="w1", now=None):
-    return watch_services.watch_look(watch_id=watch.pk, worker=worker, now=now)
 
 
 def test_a_worse_canary_is_rolled_back_once_as_the_system_with_its_history_audit_webhook_and_card(

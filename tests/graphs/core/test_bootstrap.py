@@ -33,7 +33,7 @@ from graphs.core.refiner import (
 from graphs.core.traces import render_attempts_block
 from llm.core import ScriptedChatModel, ScriptExhausted
 from tests.graphs.core.builders import QA_TOOLS, five_node_graph
-from tests.graphs.core.test_refiner import BROKEN, BUILD, EMPTY, BudgetExceeded, ExplodingModel, reply
+from tests.helpers.refiner_fakes import BROKEN, BUILD, EMPTY, BudgetExceeded, ExplodingModel, reply
 
 SOLUTION_1 = "Action: search(Alice Martin)\nObservation: Alice Martin\nAction: answer(painter)"
 SOLUTION_2 = "Action: search(Bram Okafor)\nAction: read(Bram Okafor)\nAction: answer(Okafor Motors)"

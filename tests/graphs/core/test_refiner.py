@@ -44,6 +44,7 @@ from graphs.core.refiner import (
 )
 from llm.core import ModelRequest, ScriptedChatModel, ScriptExhausted
 from tests.graphs.core.builders import QA_TOOLS, five_node_graph
+from tests.helpers.refiner_fakes import BROKEN, BUILD, EMPTY, BudgetExceeded, ExplodingModel, reply
 
 SECTION_HEADERS = (
     TASK_HEADER,
@@ -57,26 +58,6 @@ SECTION_HEADERS = (
     RULES_HEADER,
     OUTPUT_HEADER,
 )
-
-BUILD = {
-    "add_nodes": [
-        {"id": "search", "type": "ACTION", "description": "Search the corpus"},
-        {"id": "answer", "type": "ACTION", "description": "Answer the question"},
-    ],
-    "delete_nodes": [],
-    "add_edges": [
-        {"source": "Start", "target": "search", "relation": "LEADS_TO", "condition": None, "guidance": "Search"},
-        {"source": "search", "target": "answer", "relation": "LEADS_TO", "condition": None, "guidance": "Answer"},
-        {"source": "answer", "target": "End", "relation": "LEADS_TO", "condition": None, "guidance": "Stop"},
-    ],
-    "delete_edges": [{"source": "Start", "target": "End"}],
-}
-EMPTY = {"add_nodes": [], "delete_nodes": [], "add_edges": [], "delete_edges": []}
-BROKEN = {"add_edges": [{"source": "End", "target": "verify_answer", "relation": "LEADS_TO", "guidance": "Check"}]}
-
-
-def reply(value) -> str:
-    return json.dumps(value)
 
 
 def prompt(graph=None, **overrides):
@@ -454,25 +435,6 @@ def test_no_action_on_a_retry_stops_the_retries():
     result = propose(model, role_retries=2)
     assert len(model.requests) == 2
     assert result.no_action and result.retries == 1
-
-
-class BudgetExceeded(Exception):
-    pass
-
-
-class ExplodingModel:
-    model_id = "boom"
-    provider = "test"
-
-    def __init__(self, replies=()):
-        self.replies = list(replies)
-        self.requests = []
-
-    def complete(self, request):
-        self.requests.append(request)
-        if self.replies:
-            return ScriptedChatModel([self.replies.pop(0)]).complete(request)
-        raise BudgetExceeded("no more model calls")
 
 
 def test_model_exceptions_propagate_untouched():

@@ -14,44 +14,19 @@ from graphs.evolution.demo import run_inline
 from graphs.evolution.services import evolution_cancel, evolution_start
 from graphs.models import EvolutionRun, Workspace
 from graphs.services import workspace_create
+from tests.helpers.evolution_crashes import (
+    WorkerDied,
+    always,
+    assert_ledger_of_the_scenario,
+    die_once,
+    recording,
+    run_through_one_crash,
+)
 
 from .records import run_record
 
 pytestmark = pytest.mark.django_db
 TASK = "two-hop question answering over a small corpus"
-
-
-class WorkerDied(BaseException):
-    """A SIGKILL seen from inside: nothing after it runs and no `except Exception` handler sees it."""
-
-
-def always(*args, **kwargs) -> bool:
-    return True
-
-
-def recording(iteration: int):
-    """When RunRejectionStore.save records round `iteration`."""
-    return lambda *args, **kwargs: kwargs["iteration"] == iteration
-
-
-def die_once(monkeypatch, owner, name: str, *, before: bool = False, when=always) -> None:
-    """Make `owner.name` kill the worker the first time `when(*args, **kwargs)` holds: after it returned (its
-    transaction committed), or before it starts when `before`."""
-    original = getattr(owner, name)
-    died = []
-
-    def dying(*args, **kwargs):
-        fatal = not died and when(*args, **kwargs)
-        if fatal:
-            died.append(name)
-        if fatal and before:
-            raise WorkerDied(name)
-        result = original(*args, **kwargs)
-        if fatal:
-            raise WorkerDied(name)
-        return result
-
-    monkeypatch.setattr(owner, name, dying)
 
 
 @pytest.fixture
@@ -83,14 +58,6 @@ def start_on(slug: str, operator, **options) -> EvolutionRun:
     )
 
 
-def run_through_one_crash(run: EvolutionRun) -> EvolutionRun:
-    """Run the steps until the worker dies, let its lease run out, and run the rest."""
-    with pytest.raises(WorkerDied):
-        run_inline(run)
-    EvolutionRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    return run_inline(run)
-
-
 def test_it_rejects_round_3_after_the_worker_died_right_after_round_1_was_recorded(operator, monkeypatch):
     control = run_inline(start("control", operator))
     die_once(monkeypatch, stores.RunRejectionStore, "save", when=recording(1))
@@ -107,16 +74,6 @@ def test_it_rejects_round_3_after_the_worker_died_right_after_round_1_was_record
     assert (run.baseline_score, run.best_score) == (0.5, 1.0)
     assert run_record(run) == run_record(control)
     assert_ledger_of_the_scenario(run)
-
-
-def assert_ledger_of_the_scenario(run: EvolutionRun) -> None:
-    """Rounds 1 (accepted) and 3 (rejected) scored on the validation split, each once; round 1's candidate was
-    certified from its own evaluations (the retained skeleton is the active revision) as the split's second
-    decision."""
-    uplift = run_record(run)["uplift"]
-    assert [decisions for _, _, decisions in uplift["splits"]] == [3]
-    assert uplift["ledger"] == [(1, "evolution_round", True), (2, "certificate", True), (3, "evolution_round", False)]
-    assert uplift["certifications"] == [("round", "done", 1, True, False)]
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ from graphs.models import EvolutionRun
 from graphs.services import workspace_create
 from llm.models import ModelCall
 from tests.faults import broker_url, fault_worker, point_app_at, restore_app, wait_for
+from tests.helpers.evolution_crashes import assert_ledger_of_the_scenario
 
 from .records import chain, run_record
-from .test_resume import assert_ledger_of_the_scenario
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 TASK = "two-hop question answering over a small corpus"

@@ -6,7 +6,7 @@ from typing import Any
 
 from llm.core import Usage
 from llm.pricing import cost_of
-from tests.otlp.test_api import micros
+from tests.helpers.otlp_spans import micros
 from trajectories.models import Run
 
 from .provider import Script

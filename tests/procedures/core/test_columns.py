@@ -13,8 +13,8 @@ from procedures.core import ProcedureStep, ReplayCase, learn_procedure, replay_p
 from procedures.core import columns as columns_module
 from procedures.core.columns import NOT_ASCENDING, OfflineReplay, learn_streamed
 from procedures.core.replay import CaseRun
+from tests.helpers.procedure_runs import repeated_runs, run, tool_runs
 from tests.procedures.core.reference import reference_learn_procedure
-from tests.procedures.core.test_learn import repeated_runs, run, tool_runs
 from trajectories.core import TrajectoryStep
 
 SCALE = int(os.environ.get("WAYMARK_HYPOTHESIS_SCALE", "1"))

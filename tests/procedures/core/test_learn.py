@@ -2,7 +2,6 @@
 
 import hashlib
 import os
-from collections.abc import Mapping
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -12,16 +11,9 @@ from hypothesis import strategies as st
 
 from procedures.core import ProcedureCandidate, ProcedureStep, learn, learn_procedure
 from procedures.core.lcs import ToolCodes, is_subsequence, lcs
+from tests.helpers.procedure_runs import TOOLS, repeated_runs, run, tool_runs
 from tests.procedures.core.reference import reference_lcs, reference_learn_procedure
 from trajectories.core import TrajectoryStep
-
-
-def run(*tools, ok=True, arguments=None):
-    arguments = arguments or {}
-    return [
-        TrajectoryStep(ordinal, tool, "execute", arguments.get(ordinal, {}), ok=ok)
-        for ordinal, tool in enumerate(tools)
-    ]
 
 
 def tools_of(candidate):
@@ -256,44 +248,8 @@ def test_repeated_sequences_and_contained_sequences_keep_the_current_result():
 # --- properties against the straightforward reference -------------------------------------------------------------
 
 
-class PlainMapping(Mapping):
-    """A caller's own read-only mapping type: compared as a plain dict, like any other mapping."""
-
-    def __init__(self, data):
-        self._data = dict(data)
-
-    def __getitem__(self, key):
-        return self._data[key]
-
-    def __iter__(self):
-        return iter(self._data)
-
-    def __len__(self):
-        return len(self._data)
-
-
 # WAYMARK_HYPOTHESIS_SCALE=10 runs every property ten times as long (for a thorough local check).
 SCALE = int(os.environ.get("WAYMARK_HYPOTHESIS_SCALE", "1"))
-
-TOOLS = st.sampled_from(["a", "b", "c", "d"])
-ARGUMENTS = st.sampled_from([{}, {"k": 1}, {"k": 1.0}, {"k": True}, {"k": 2}, {"k": "1"}, {"k": 1, "j": None}]).flatmap(
-    lambda data: st.sampled_from([data, MappingProxyType(dict(data)), PlainMapping(data)])
-)
-
-
-@st.composite
-def tool_runs(draw, names=("a", "b", "c", "d")):
-    alphabet = draw(st.integers(min_value=1, max_value=len(names)))
-    tools = st.sampled_from(names[:alphabet])
-    count = draw(st.integers(min_value=1, max_value=6))
-    ids = draw(st.lists(st.text("0123:x", min_size=1, max_size=3), min_size=count, max_size=count, unique=True))
-    runs = {}
-    for trajectory_id in ids:
-        names = draw(st.lists(tools, min_size=0, max_size=12))
-        runs[trajectory_id] = [
-            TrajectoryStep(ordinal, tool, "execute", draw(ARGUMENTS), ok=True) for ordinal, tool in enumerate(names)
-        ]
-    return runs
 
 
 def outcome(function, runs):
@@ -360,32 +316,6 @@ def test_a_guess_from_too_few_runs_still_matches_the_reference(runs, guess_runs)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_GUESS_RUNS", guess_runs)
         assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
-
-
-VALUES = st.sampled_from([1, 1.0, True, 2, "1", None])
-
-
-@st.composite
-def repeated_runs(draw):
-    """Many runs over few tool sequences (so alignments are shared), arguments often equal as Python values
-    (1 == 1.0 == True), and differences only from some position on."""
-    sequences = draw(st.lists(st.lists(TOOLS, min_size=1, max_size=6), min_size=1, max_size=3))
-    count = draw(st.integers(min_value=1, max_value=40))
-    differ_from = draw(st.integers(min_value=0, max_value=6))
-    runs = {}
-    for number in range(count):
-        tools = draw(st.sampled_from(sequences))
-        runs[f"{number:03}"] = [
-            TrajectoryStep(
-                ordinal,
-                tool,
-                "execute",
-                {"k": draw(VALUES) if ordinal >= differ_from else 1},
-                ok=True,
-            )
-            for ordinal, tool in enumerate(tools)
-        ]
-    return runs
 
 
 @settings(max_examples=300 * SCALE, deadline=None)
