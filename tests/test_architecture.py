@@ -143,3 +143,28 @@ def test_the_listed_write_modules_exist():
     from tests.write_guard import WRITE_MODULES
 
     assert [path for path in WRITE_MODULES if not Path(ROOT, path).exists()] == []
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared helpers live in tests/helpers/ (issue 28, item 9): no module under tests/ imports from a test module."""
+
+    def is_test_module(name: str) -> bool:
+        parts = name.split(".")
+        return (
+            parts[0] == "tests" and parts[-1].startswith("test_") and (ROOT / Path(*parts)).with_suffix(".py").exists()
+        )
+
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        package = list(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names if is_test_module(name)]
+    assert found == [], "import these from a module of tests/helpers/ instead"
