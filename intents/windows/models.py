@@ -2,8 +2,8 @@
 between two windows, and the novelty alerts raised for reviewers.
 
 Imported at the end of intents/models.py so that Django discovers the models. Rows are written only by
-intents.windows. An analysis and a drift report are immutable once written and carry the SHA-256 of their canonical
-JSON document; an alert changes status once (open → dismissed or promoted to review).
+intents.windows.services. An analysis and a drift report are immutable once written and carry the SHA-256 of their
+canonical JSON document; an alert changes status once (open → dismissed or promoted to review).
 """
 
 from __future__ import annotations
