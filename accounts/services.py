@@ -92,6 +92,12 @@ def audit_record(
     )
 
 
+def system_audit_record(**event: Any) -> AuditEvent:
+    """audit_record by the system actor: the callback common's mechanisms write with (common.leases' take-over of
+    dead workers' leases), as common imports no app."""
+    return audit_record(actor=Actor.system(), **event)
+
+
 def api_token_create(
     *, actor: Actor, user: User, name: str, scopes: list[str], expires_at: datetime | None = None
 ) -> tuple[ApiToken, str]:

@@ -7,10 +7,11 @@ process of a thread pool (worker_ready). A prefork worker's main process runs no
 new pool processes later, and a fork beside a running thread can deadlock the child).
 
 Lease owners are `<hostname>:<pid>:<task id>`. Celery beat runs `release_dead_leases` every few seconds: it asks each
-kind of leased work that an app registered (`register_leases`, from its AppConfig.ready()) for the owners of its
-live leases, and hands the owners whose process is dead to the app's `release(owners=..., now=...)`, which ends
-those leases now (a conditional update, audited "<model>.lease_released" by the system actor) and enqueues the app's
-usual take-over (its reaper); the claim's check-and-set in each service still guards against double work.
+kind of leased work registered here (`register_leases`; apps call common.leases.register_lease_takeover from their
+AppConfig.ready(), which registers its generic pair) for the owners of its live leases, and hands the owners whose
+process is dead to its `release(owners=..., now=...)`, which ends those leases now (a conditional update, audited
+"<model>.lease_released" by the system actor) and starts the app's usual take-over (its reaper); the claim's
+check-and-set (common.leases.lease_claim) still guards against double work.
 
 Conservative by construction: a process is dead only when its stamp exists and is older than
 WAYMARK_LIVENESS_STALE_SECONDS. No stamp (an owner from before this mechanism, a process on a machine that writes to

@@ -36,6 +36,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
 from accounts.services import Actor, audit_record
+from common import leases
+from common.leases import RELEASED, LeaseLost, lease_claim, lease_clear, lease_free, lease_release, lease_write
 from graphs.core.certify import pair_evaluations, run_ids
 from graphs.core.evaluation import Evaluation, EvaluationPending
 from graphs.core.rejections import ACCEPTED, RejectionEntry
@@ -56,10 +58,6 @@ ROUND_ALPHA = 0.0  # an evolution gate takes no interval at any level: its ledge
 
 class CertificationRefused(ValueError):
     """A certification cannot be started as asked; the message says why. Nothing was written."""
-
-
-class LeaseLost(Exception):
-    """Another worker took the certification over: stop without writing it."""
 
 
 def lease_seconds() -> int:
@@ -205,7 +203,7 @@ def _close(certification: GraphCertification, status: str, error: str = "") -> N
     now = timezone.now()
     certification.status = status
     certification.error = error[:4000]
-    certification.lease_owner, certification.lease_expires_at = "", None
+    lease_clear(certification)
     certification.finished_at = certification.updated_at = now
     certification.save()
 
@@ -431,11 +429,12 @@ def graph_certify(
 
 
 def _claim(certification_id: int, worker: str, now: datetime) -> GraphCertification | None:
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    taken = GraphCertification.objects.filter(free, pk=certification_id, status__in=GraphCertification.OPEN).update(
+    taken = lease_claim(
+        GraphCertification.objects.filter(pk=certification_id, status__in=GraphCertification.OPEN),
+        owner=worker,
+        seconds=lease_seconds(),
+        now=now,
         status=Status.RUNNING,
-        lease_owner=worker[:200],
-        lease_expires_at=now + timedelta(seconds=lease_seconds()),
         attempts=F("attempts") + 1,
         updated_at=now,
     )
@@ -448,23 +447,15 @@ def _claim(certification_id: int, worker: str, now: datetime) -> GraphCertificat
 
 def _update_owned(certification: GraphCertification, worker: str, **fields: Any) -> None:
     fields.setdefault("updated_at", timezone.now())
-    held = GraphCertification.objects.filter(pk=certification.pk, lease_owner=worker, status=Status.RUNNING)
-    if not held.update(**fields):
-        raise LeaseLost(f"certification {certification.pk} is no longer held by {worker}")
+    held = GraphCertification.objects.filter(pk=certification.pk, status=Status.RUNNING)
+    lease_write(held, owner=worker, what=f"certification {certification.pk}", **fields)
     for key, value in fields.items():
         setattr(certification, key, value)
 
 
 def lease_wait(certification_id: int) -> float | None:
     """Seconds until the lease of an open certification runs out (None: finished or free)."""
-    row = (
-        GraphCertification.objects.filter(pk=certification_id, status__in=GraphCertification.OPEN)
-        .values_list("lease_expires_at", flat=True)
-        .first()
-    )
-    if row is None:
-        return None
-    return max(0.0, (row - timezone.now()).total_seconds())
+    return leases.lease_wait(GraphCertification.objects.filter(pk=certification_id, status__in=GraphCertification.OPEN))
 
 
 def measure_arm(certification: GraphCertification, evaluator: Any, arm: str) -> Evaluation:
@@ -510,7 +501,7 @@ def certification_step(*, certification_id: int, worker: str, now: datetime | No
             except EvaluationPending as waiting:
                 pending.append(f"{arm}: {waiting}")
                 continue
-            renewed = timezone.now() + timedelta(seconds=lease_seconds())
+            renewed = leases.lease_until(lease_seconds())
             _update_owned(
                 certification, worker, **{field: evaluation.to_document()}, attempts=0, lease_expires_at=renewed
             )
@@ -520,9 +511,8 @@ def certification_step(*, certification_id: int, worker: str, now: datetime | No
                 worker,
                 status=Status.WAITING,
                 error="; ".join(pending)[:4000],
-                lease_owner="",
-                lease_expires_at=None,
                 attempts=0,
+                **RELEASED,
             )
             return certification
         return _finish(certification, worker)
@@ -532,8 +522,10 @@ def certification_step(*, certification_id: int, worker: str, now: datetime | No
     except CertificationRefused as refused:
         return _end(certification, worker, Status.REFUSED, str(refused))
     except TRANSIENT_ERRORS as error:  # Celery retries with backoff
-        GraphCertification.objects.filter(pk=certification.pk, lease_owner=worker).update(
-            lease_owner="", lease_expires_at=None, error=f"{type(error).__name__}: {error}"[:4000]
+        lease_release(
+            GraphCertification.objects.filter(pk=certification.pk),
+            owner=worker,
+            error=f"{type(error).__name__}: {error}"[:4000],
         )
         raise
     except Exception as error:  # an evaluator that failed for good: recorded, no certificate
@@ -573,45 +565,22 @@ def _end(certification: GraphCertification, worker: str, status: str, error: str
     return locked
 
 
-# -- the reaper and the leases of dead workers ------------------------------------------------------------------------
+# -- the reaper and the take-over of dead workers' leases --------------------------------------------------------------
 
 
 def certifications_to_resume(now: datetime | None = None) -> list[int]:
     """Open certifications nobody holds: a running one whose lease ran out (its worker died), a queued one whose
     message was lost (queued for over a minute). Waiting ones go on when their jobs are answered or expire."""
     now = now or timezone.now()
-    lapsed = Q(status=Status.RUNNING) & (Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    lapsed = Q(status=Status.RUNNING) & lease_free(now)
     lost = Q(status=Status.QUEUED, created_at__lt=now - timedelta(minutes=1), lease_expires_at__isnull=True)
     return list(GraphCertification.objects.filter(lapsed | lost).values_list("pk", flat=True)[:100])
 
 
-def _held(now: datetime):
-    return GraphCertification.objects.filter(status=Status.RUNNING, lease_expires_at__gt=now).exclude(lease_owner="")
-
-
-def certification_lease_holders(*, now: datetime | None = None) -> list[str]:
-    return list(_held(now or timezone.now()).values_list("lease_owner", flat=True).distinct())
-
-
-def certification_leases_release(*, owners, now: datetime | None = None) -> int:
-    """End the live leases of certifications held by `owners` (dead worker processes); returns how many."""
-    now = now or timezone.now()
-    released = 0
-    with transaction.atomic(durable=True):
-        rows = _held(now).filter(lease_owner__in=list(owners)).values_list("pk", "lease_owner", "lease_expires_at")
-        for pk, owner, expires in rows:
-            if not _held(now).filter(pk=pk, lease_owner=owner).update(lease_expires_at=now):
-                continue
-            audit_record(
-                actor=Actor.system(),
-                verb="graphcertification.lease_released",
-                target=("graphs.graphcertification", str(pk)),
-                before={"lease_owner": owner, "lease_expires_at": expires.isoformat()},
-                after={"lease_expires_at": now.isoformat(), "reason": "its worker process stopped"},
-            )
-            released += 1
-            enqueue_on_commit(pk)
-    return released
+def take_over(certification_ids: list[int]) -> None:
+    """The leases of these certifications' dead workers ended (common.leases): their steps go on now."""
+    for certification_id in certification_ids:
+        enqueue_on_commit(certification_id)
 
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from common.leases.models import Leased
 from graphs.core import DEFAULT_ATTRIBUTE_FIELDS, DEFAULT_NODE_TYPES, DEFAULT_RELATIONS
 
 
@@ -117,7 +118,7 @@ class Revision(models.Model):
         return (self.meta or {}).get("validation_score")
 
 
-class EvolutionRun(models.Model):
+class EvolutionRun(Leased):
     """One offline evolution of a workspace's graph: K rounds of refine → measure → gate, run by Celery one step at a
     time (graphs.evolution). The chains (graph, rejections, traces, checkpoints) are the truth; this row is the
     operator's view of the run plus the state a step needs to go on (lease, meter, the best evaluation so far)."""
@@ -154,8 +155,6 @@ class EvolutionRun(models.Model):
     started_by = models.ForeignKey(
         "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="evolution_runs"
     )
-    lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -231,7 +230,7 @@ class EvolutionRound(models.Model):
         return self.candidate_digest[:12]
 
 
-class GraphCertification(models.Model):
+class GraphCertification(Leased):
     """One paired evaluation of a graph revision (the candidate) against what it would replace (the control: the
     workspace's active revision, or no graph at all when there is none), on the same validation tasks, and the
     certificate (uplift) issued from it. Source "round": the two evaluations of the evolution round that accepted
@@ -273,8 +272,6 @@ class GraphCertification(models.Model):
     requested_by = models.ForeignKey(
         "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="graph_certifications"
     )
-    lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

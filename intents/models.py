@@ -11,8 +11,10 @@ import numpy as np
 from django.db import models
 from django.utils import timezone
 
+from common.leases.models import Leased
 
-class IntentProposalRun(models.Model):
+
+class IntentProposalRun(Leased):
     """One operator- (or schedule-) started pass of the model over a selection of stored runs, batch by batch.
 
     The selection is resolved into batches when the run starts (a snapshot), so progress is `batches_done` of
@@ -50,8 +52,6 @@ class IntentProposalRun(models.Model):
     malformed_replies = models.PositiveIntegerField(default=0, help_text="rejected replies, retries included")
     error = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
-    lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

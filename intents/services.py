@@ -26,6 +26,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common import leases
+from common.leases import LeaseLost, RunCancelled, lease_claim, lease_clear, lease_free, lease_heartbeat, lease_release
 from common.text import plain_identifier_error
 from llm.core import ChatModel, MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
@@ -56,14 +58,6 @@ STAND_IN_MODEL_ID = "scripted-intents"
 
 class ProposalRefused(ValueError):
     """A proposal run cannot be started or changed as asked; the message says why. Nothing was written."""
-
-
-class LeaseLost(Exception):
-    """Another worker took this run over: stop without writing."""
-
-
-class RunCancelled(Exception):
-    """An operator asked the run to stop."""
 
 
 class InputRejected(ValueError):
@@ -215,8 +209,7 @@ def _cancel_pending_batches(run: IntentProposalRun) -> None:
 def _finish_fields(run: IntentProposalRun, status: str, error: str = "") -> None:
     run.status = status
     run.error = error[:4000]
-    run.lease_owner = ""
-    run.lease_expires_at = None
+    lease_clear(run)
     run.finished_at = timezone.now()
     run.updated_at = run.finished_at
 
@@ -232,11 +225,12 @@ class StepResult:
 
 
 def _claim(run_id: int, worker: str, now: datetime) -> IntentProposalRun | None:
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    taken = IntentProposalRun.objects.filter(free, pk=run_id, status__in=IntentProposalRun.OPEN).update(
+    taken = lease_claim(
+        IntentProposalRun.objects.filter(pk=run_id, status__in=IntentProposalRun.OPEN),
+        owner=worker,
+        seconds=lease_seconds(),
+        now=now,
         status=Status.RUNNING,
-        lease_owner=worker[:200],
-        lease_expires_at=now + timedelta(seconds=lease_seconds()),
         attempts=F("attempts") + 1,
         started_at=Coalesce(F("started_at"), Value(now)),
         updated_at=now,
@@ -248,30 +242,23 @@ def _claim(run_id: int, worker: str, now: datetime) -> IntentProposalRun | None:
 
 def lease_wait(run_id: int) -> float | None:
     """Seconds until the lease of an open run runs out (None: finished, or nobody holds it)."""
-    expires = (
-        IntentProposalRun.objects.filter(pk=run_id, status__in=IntentProposalRun.OPEN)
-        .values_list("lease_expires_at", flat=True)
-        .first()
-    )
-    if expires is None:
-        return None
-    return max(0.0, (expires - timezone.now()).total_seconds())
+    return leases.lease_wait(IntentProposalRun.objects.filter(pk=run_id, status__in=IntentProposalRun.OPEN))
 
 
 def _heartbeat(run: IntentProposalRun, worker: str) -> None:
     """Renew the lease; LeaseLost when another worker took the run, RunCancelled when an operator asked to stop."""
-    held = IntentProposalRun.objects.filter(pk=run.pk, lease_owner=worker, status=Status.RUNNING)
-    now = timezone.now()
-    if held.filter(cancel_requested=False).update(lease_expires_at=now + timedelta(seconds=lease_seconds())):
-        return
-    if held.exists():
-        raise RunCancelled("cancelled")
-    raise LeaseLost(f"proposal run {run.pk} is no longer held by {worker}")
+    lease_heartbeat(
+        IntentProposalRun.objects.filter(pk=run.pk, status=Status.RUNNING),
+        owner=worker,
+        seconds=lease_seconds(),
+        what=f"proposal run {run.pk}",
+        cancelled=Q(cancel_requested=True),
+    )
 
 
 def _release(run: IntentProposalRun, worker: str, error: str) -> None:
-    IntentProposalRun.objects.filter(pk=run.pk, lease_owner=worker).update(
-        lease_owner="", lease_expires_at=None, error=error[:4000], updated_at=timezone.now()
+    lease_release(
+        IntentProposalRun.objects.filter(pk=run.pk), owner=worker, error=error[:4000], updated_at=timezone.now()
     )
 
 
@@ -519,8 +506,7 @@ def _settle(run: IntentProposalRun, batch: IntentProposalBatch, worker: str, out
         held.batches_failed += outcome.status == BatchStatus.FAILED
         held.attempts = 0
         held.error = ""
-        held.lease_owner = ""
-        held.lease_expires_at = None
+        lease_clear(held)
         held.updated_at = now
         held.save(
             update_fields=[
@@ -562,7 +548,7 @@ def intent_proposals_to_resume(now: datetime | None = None) -> list[int]:
     """Open runs nobody holds: a running run whose lease lapsed (its worker died), a queued run whose message was
     lost (queued for over a minute with no lease)."""
     now = now or timezone.now()
-    lapsed = Q(status=Status.RUNNING) & (Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    lapsed = Q(status=Status.RUNNING) & lease_free(now)
     lost = Q(status=Status.QUEUED, created_at__lt=now - timedelta(minutes=1), lease_expires_at__isnull=True)
     return list(IntentProposalRun.objects.filter(lapsed | lost).values_list("pk", flat=True)[:100])
 

@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from common.leases.models import Leased
+
 
 class Rubric(models.Model):
     """The rubric of one intent key (a normalized intent label or a task family). `active_version` is the single
@@ -173,7 +175,7 @@ class RubricJobStatus(models.TextChoices):
 RUBRIC_JOB_OPEN = (RubricJobStatus.QUEUED, RubricJobStatus.RUNNING)
 
 
-class RubricJob(models.Model):
+class RubricJob(Leased):
     """Background model work on rubrics, claimed by a Celery task with a lease: proposing a rubric version from
     example runs, or judging one run with K model judges. `attempts_log` keeps each model call and its rejection."""
 
@@ -185,8 +187,6 @@ class RubricJob(models.Model):
     judges = models.PositiveSmallIntegerField(default=0)
     status = models.CharField(max_length=10, choices=RubricJobStatus.choices, default=RubricJobStatus.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0)
-    lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts_log = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     result_version = models.ForeignKey(RubricVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+")

@@ -24,6 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.leases import RELEASED, LeaseLost, lease_claim, lease_held, lease_write
 from common.text import plain_identifier_error
 from llm.core import MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
@@ -260,14 +261,14 @@ def rubric_judge_start(*, actor: Actor, run_id: int, version_id: int, judges: in
 def _claim(job_id: int, worker: str) -> RubricJob | None:
     """Take the job's lease with a conditional update; None when it is finished or held by a live worker."""
     now = timezone.now()
-    claimable = RubricJob.objects.filter(pk=job_id, status__in=RUBRIC_JOB_OPEN).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
-    )
     with transaction.atomic(durable=True):
-        taken = claimable.update(
+        taken = lease_claim(
+            RubricJob.objects.filter(pk=job_id, status__in=RUBRIC_JOB_OPEN),
+            owner=worker,
+            seconds=LEASE,
+            now=now,
+            ended_at_expiry=True,
             status=RubricJobStatus.RUNNING,
-            lease_owner=worker[:200],
-            lease_expires_at=now + LEASE,
             attempts=F("attempts") + 1,
         )
         if not taken:
@@ -281,23 +282,16 @@ def _claim(job_id: int, worker: str) -> RubricJob | None:
 def _finish(job: RubricJob, worker: str, **fields: Any) -> bool:
     """Inside the caller's transaction: settle the job if we still hold its lease."""
     fields.setdefault("finished_at", timezone.now())
-    return bool(
-        RubricJob.objects.filter(pk=job.pk, lease_owner=worker[:200], status=RubricJobStatus.RUNNING).update(
-            lease_owner="", lease_expires_at=None, **fields
-        )
-    )
-
-
-class LeaseLost(Exception):
-    """Another worker took the job over (our lease ran out): what we were writing is rolled back."""
+    held = lease_held(RubricJob.objects.filter(pk=job.pk, status=RubricJobStatus.RUNNING), worker)
+    return bool(held.update(**RELEASED, **fields))
 
 
 def _keep_progress(job: RubricJob, worker: str, log: list[dict]) -> None:
     """Inside a judge's assessments transaction: save the job's log (that judge done) and renew the lease, only while
     we hold it, so a worker taking the job over after a crash skips the judges already written."""
-    held = RubricJob.objects.filter(pk=job.pk, lease_owner=worker[:200], status=RubricJobStatus.RUNNING)
-    if not held.update(attempts_log=list(log), lease_expires_at=timezone.now() + LEASE):
-        raise LeaseLost(f"rubric job {job.pk} is no longer held by {worker}")
+    held = RubricJob.objects.filter(pk=job.pk, status=RubricJobStatus.RUNNING)
+    renewed = timezone.now() + LEASE
+    lease_write(held, owner=worker, what=f"rubric job {job.pk}", attempts_log=list(log), lease_expires_at=renewed)
 
 
 def _fail(job: RubricJob, worker: str, error: str, log: list[dict]) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -27,6 +27,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.leases import RELEASED, lease_claim, lease_until
 
 from .jobs import job_kind
 from .models import EVALUATION_SOURCE, Job, JobStatus
@@ -114,17 +115,15 @@ def job_claim(
             if job is None:
                 return None
             before = {"status": job.status, "lease_owner": job.lease_owner}
-            expires = now + timedelta(seconds=lease_seconds)
-            taken = (
-                _claimable(names, now, match)
-                .filter(pk=job.pk, status=job.status)
-                .update(
-                    status=JobStatus.LEASED,
-                    lease_owner=worker,
-                    claimed_by_token=actor.token,
-                    lease_expires_at=expires,
-                    attempts=job.attempts + 1,
-                )
+            expires = lease_until(lease_seconds, now)
+            taken = lease_claim(
+                _claimable(names, now, match).filter(pk=job.pk, status=job.status),
+                owner=worker,
+                seconds=lease_seconds,
+                now=now,
+                status=JobStatus.LEASED,
+                claimed_by_token=actor.token,
+                attempts=job.attempts + 1,
             )
             if not taken:
                 continue
@@ -295,7 +294,7 @@ def jobs_reap(*, now: datetime | None = None) -> dict[str, int]:
                 after={"status": "queued"},
             )
         counts["requeued"] = Job.objects.filter(pk__in=[job.pk for job in lapsed]).update(
-            status=JobStatus.QUEUED, lease_owner="", lease_expires_at=None
+            status=JobStatus.QUEUED, **RELEASED
         )
         for name, names in subjects.items():
             kind = job_kind(name)

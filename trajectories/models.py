@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from common.leases.models import Leased
+
 from .choices import EVALUATION_SOURCE, JobStatus, Outcome
 
 
@@ -185,10 +187,11 @@ class RunTotal(RunSums):
         return f"{self.source}/{self.intent or '-'} {self.outcome}: {self.runs}"
 
 
-class Job(models.Model):
+class Job(Leased):
     """An evaluation job an agent claims over the API with a lease and answers with a run (trajectories.jobs).
 
     `subject` names what the job belongs to (e.g. "procedures.replayrun:12"), so the owning app can find its jobs.
+    The lease columns are common.leases' (`lease_owner` is the claim's `worker`: informational only).
     Written only by trajectories.job_services.
     """
 
@@ -196,12 +199,10 @@ class Job(models.Model):
     subject = models.CharField(max_length=120, blank=True)
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
-    lease_owner = models.CharField(max_length=200, blank=True)  # the claim's `worker`: informational only
     # The token of the latest claim: the only one whose answer is accepted (trajectories.job_services.job_complete).
     claimed_by_token = models.ForeignKey(
         "accounts.ApiToken", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     result_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     deadline = models.DateTimeField(null=True, blank=True)

@@ -8,6 +8,8 @@ import zlib
 from django.conf import settings
 from django.db import models
 
+from common.leases.models import Leased
+
 
 class HeldOutSplit(models.Model):
     """One set of held-out tasks of one parent (a procedure's intent, a graph workspace), named by the digest of its
@@ -170,7 +172,7 @@ class CoverageFlag(models.Model):
         return f"{self.kind} {self.parent_key} {self.label}: not certified for {self.model}"
 
 
-class Watch(models.Model):
+class Watch(Leased):
     """The watch after an activation (uplift.core.watch): canary against control, or (after a full activation) the
     runs after against the runs before, tested as runs arrive. Written only by uplift.services."""
 
@@ -209,8 +211,6 @@ class Watch(models.Model):
     reason = models.TextField(blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     rollback_request_id = models.BigIntegerField(null=True, blank=True)
-    lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -19,10 +19,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.leases import lease_claim, lease_clear
 from reviews import registry
 
 from .core.watch import METRICS, ArmStats, WatchPolicy, decide
@@ -78,7 +79,7 @@ def watch_start(
     now = timezone.now()
     for earlier in Watch.objects.select_for_update().filter(kind=kind, parent_key=parent_key, status="running"):
         earlier.status, earlier.reason, earlier.decided_at = Watch.Status.STOPPED, "superseded by a new activation", now
-        earlier.lease_owner, earlier.lease_expires_at = "", None
+        lease_clear(earlier)
         earlier.save()
         audit_record(actor=actor, verb="watch.stop", target=earlier, after={"why": earlier.reason})
     labels = promotable.labels([candidate_id, control_id])
@@ -122,12 +123,8 @@ def running_watches() -> list[int]:
 
 
 def _claim(watch_id: int, worker: str, now: datetime) -> bool:
-    free = Q(lease_owner="") | Q(lease_expires_at__lt=now) | Q(lease_owner=worker)
-    return bool(
-        Watch.objects.filter(Q(pk=watch_id, status=Watch.Status.RUNNING) & free).update(
-            lease_owner=worker, lease_expires_at=now + LEASE, attempts=F("attempts") + 1
-        )
-    )
+    running = Watch.objects.filter(pk=watch_id, status=Watch.Status.RUNNING)
+    return bool(lease_claim(running, owner=worker, seconds=LEASE, now=now, reclaim=True, attempts=F("attempts") + 1))
 
 
 def _stats(sums: dict[str, Any]) -> dict[str, tuple[ArmStats, ArmStats]]:
@@ -186,7 +183,7 @@ def watch_look(*, watch_id: int, worker: str, now: datetime | None = None) -> Wa
         if counted or not locked.history:
             point = {"at": now.isoformat(), **{b.metric: b.to_document() for b in decision.bounds}}
             locked.history = _history(locked.history, point)
-        locked.lease_owner, locked.lease_expires_at = "", None
+        lease_clear(locked)
         if decision.action != "continue":
             _act(locked, decision.action, decision.reason, now)
         locked.save()
@@ -278,7 +275,7 @@ def watch_stop(*, actor: Actor, watch: Watch, reason: str) -> Watch:
             raise WatchInvalid(f"the watch is {locked.get_status_display()} already")
         now = timezone.now()
         locked.status, locked.reason, locked.decided_at = Watch.Status.STOPPED, f"stopped: {reason[:1000]}", now
-        locked.lease_owner, locked.lease_expires_at = "", None
+        lease_clear(locked)
         if locked.mode == Watch.Mode.CANARY:
             try:
                 request = review_services.rollback_by_watch(

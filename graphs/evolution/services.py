@@ -24,12 +24,25 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common import leases
+from common.leases import (
+    RELEASED,
+    LeaseLost,
+    RunCancelled,
+    lease_claim,
+    lease_clear,
+    lease_free,
+    lease_heartbeat,
+    lease_release,
+    lease_transaction,
+    lease_write,
+)
 from graphs.core.budget import Budget, HookedModel, Hooks, Meter
 from graphs.core.evaluation import Evaluation, EvaluationPending
 from graphs.core.evolve import EvolveConfig, evolve
@@ -81,14 +94,6 @@ CONFIG_KEYS = {
 
 class EvolutionRefused(ValueError):
     """A run cannot be started or changed as asked; the message says why. Nothing was written."""
-
-
-class RunCancelled(Exception):
-    """Raised from a stage hook when an operator asked the run to stop."""
-
-
-class LeaseLost(Exception):
-    """Another worker took this run over (our lease ran out): stop without writing the run's state."""
 
 
 def lease_seconds() -> int:
@@ -283,8 +288,7 @@ def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "")
     run.stopped_reason = reason[:40]
     run.error = error[:4000]
     run.stage = ""
-    run.lease_owner = ""
-    run.lease_expires_at = None
+    lease_clear(run)
     run.finished_at = timezone.now()
     run.updated_at = run.finished_at
 
@@ -292,29 +296,15 @@ def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "")
 # -- one step ---------------------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _lease_transaction(*, durable: bool = False) -> Iterator[None]:
-    """A transaction of the lease's own writes (claim, heartbeat, hand-over to the next step), which a database crash
-    may lose without harm: PostgreSQL commits it without waiting for its WAL flush (`synchronous_commit` off for
-    this transaction only). Lost, a claim or a heartbeat is a lease that runs out and a hand-over one the next step
-    waits out (lease_wait); the first durable write after it (a checkpoint, a round's record) flushes it with its
-    own. Inside a caller's transaction it is that transaction, unchanged."""
-    outermost = not connection.in_atomic_block
-    with transaction.atomic(durable=durable):
-        if outermost and connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
-
-
 def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    with _lease_transaction():
-        taken = EvolutionRun.objects.filter(free, pk=run_id, status__in=OPEN).update(
+    with lease_transaction():
+        taken = lease_claim(
+            EvolutionRun.objects.filter(pk=run_id, status__in=OPEN),
+            owner=worker,
+            seconds=lease_seconds(),
+            now=now,
             status=Status.RUNNING,
             stage="claimed",
-            lease_owner=worker[:200],
-            lease_expires_at=now + timedelta(seconds=lease_seconds()),
             attempts=F("attempts") + 1,
             started_at=Coalesce(F("started_at"), Value(now)),
             updated_at=now,
@@ -326,17 +316,14 @@ def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
 
 def lease_wait(run_id: int) -> float | None:
     """Seconds until the lease of an open run runs out (None: the run is finished or free)."""
-    row = EvolutionRun.objects.filter(pk=run_id, status__in=OPEN).values_list("lease_expires_at", flat=True).first()
-    if row is None:
-        return None
-    return max(0.0, (row - timezone.now()).total_seconds())
+    return leases.lease_wait(EvolutionRun.objects.filter(pk=run_id, status__in=OPEN))
 
 
 def _update_owned(run: EvolutionRun, worker: str, **fields: Any) -> None:
     """Write fields of a run we hold; LeaseLost when another worker took it over meanwhile."""
     fields.setdefault("updated_at", timezone.now())
-    if not EvolutionRun.objects.filter(pk=run.pk, lease_owner=worker, status=Status.RUNNING).update(**fields):
-        raise LeaseLost(f"run {run.pk} is no longer held by {worker}")
+    held = EvolutionRun.objects.filter(pk=run.pk, status=Status.RUNNING)
+    lease_write(held, owner=worker, what=f"run {run.pk}", **fields)
     for key, value in fields.items():
         setattr(run, key, value)
 
@@ -359,18 +346,19 @@ class RunHooks(Hooks):
         if now - self.last_beat < HEARTBEAT_SECONDS:
             return
         self.last_beat = now
-        fields: dict[str, Any] = {"lease_expires_at": timezone.now() + timedelta(seconds=lease_seconds())}
-        fields["updated_at"] = timezone.now()
+        fields: dict[str, Any] = {"updated_at": timezone.now()}
         if stage is not None:
             fields["stage"] = stage
-        held = EvolutionRun.objects.filter(pk=self.run.pk, lease_owner=self.worker, status=Status.RUNNING)
-        with _lease_transaction():
-            renewed = held.filter(cancel_requested=False).update(**fields)
-        if renewed:
-            return
-        if held.exists():
-            raise RunCancelled(f"cancelled before {stage or 'the next call'}")
-        raise LeaseLost(f"run {self.run.pk} is no longer held by {self.worker}")
+        with lease_transaction():
+            lease_heartbeat(
+                EvolutionRun.objects.filter(pk=self.run.pk, status=Status.RUNNING),
+                owner=self.worker,
+                seconds=lease_seconds(),
+                what=f"run {self.run.pk}",
+                cancelled=Q(cancel_requested=True),
+                why=f"cancelled before {stage or 'the next call'}",
+                **fields,
+            )
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -448,9 +436,8 @@ def evolution_step(*, run_id: int, worker: str, now: datetime | None = None) -> 
             worker,
             status=Status.WAITING,
             stage=f"waiting: {pending}"[:40],
-            lease_owner="",
-            lease_expires_at=None,
             attempts=0,
+            **RELEASED,
         )
         return StepResult(run, False)
     except HeadMoved as moved:
@@ -470,9 +457,7 @@ def _transient() -> tuple[type[BaseException], ...]:
 
 
 def _release(run: EvolutionRun, worker: str, error: str) -> None:
-    EvolutionRun.objects.filter(pk=run.pk, lease_owner=worker).update(
-        lease_owner="", lease_expires_at=None, error=error[:4000], stage=""
-    )
+    lease_release(EvolutionRun.objects.filter(pk=run.pk), owner=worker, error=error[:4000], stage="")
 
 
 def _end(run: EvolutionRun, worker: str, status: str, reason: str, error: str = "") -> EvolutionRun:
@@ -614,8 +599,8 @@ def _settle(
     if ending is not None:
         _update_owned(run, worker, **fields)
         return StepResult(_end(run, worker, *ending), False)
-    with _lease_transaction(durable=True):
-        _update_owned(run, worker, lease_owner="", lease_expires_at=None, **fields)
+    with lease_transaction(durable=True):
+        _update_owned(run, worker, **RELEASED, **fields)
         _enqueue_on_commit(run.pk)
     return StepResult(run, True)
 
@@ -641,8 +626,6 @@ def evolution_runs_to_resume(now: datetime | None = None) -> list[int]:
     """Open runs nobody holds: a running run whose lease ran out (its worker died), a queued run whose message was
     lost (queued for over a minute with no lease). Celery beat re-enqueues their step."""
     now = now or timezone.now()
-    lapsed = Q(status=Status.RUNNING, lease_expires_at__lt=now) | Q(
-        status=Status.RUNNING, lease_expires_at__isnull=True
-    )
+    lapsed = Q(status=Status.RUNNING) & lease_free(now)
     lost = Q(status=Status.QUEUED, created_at__lt=now - timedelta(minutes=1), lease_expires_at__isnull=True)
     return list(EvolutionRun.objects.filter(lapsed | lost).values_list("pk", flat=True)[:100])
