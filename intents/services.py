@@ -187,7 +187,7 @@ def intent_proposal_cancel(*, actor: Actor, run: IntentProposalRun) -> IntentPro
         if locked.is_finished:
             raise ProposalRefused(f"proposal run {locked.pk} has ended already ({locked.status})")
         before = {"status": locked.status}
-        if locked.status == Status.RUNNING and locked.lease_expires_at and locked.lease_expires_at > timezone.now():
+        if locked.status == Status.RUNNING and locked.lease_lives():
             locked.cancel_requested = True
             locked.save(update_fields=["cancel_requested"])
         else:

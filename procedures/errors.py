@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accounts.services import Actor
+from common.leases import LeaseLost  # an offline replay taken over by another worker: stop without writing
 
 
 class MiningError(ValueError):
@@ -21,8 +22,7 @@ class ReplayRefused(ValueError):
     """A replay cannot be run again as asked; the message says why. Nothing was written."""
 
 
-class LeaseLost(Exception):
-    """Another worker took this offline replay over (our lease ran out): stop without writing."""
+__all__ = ["InvalidFloor", "LeaseLost", "MiningError", "NotAllowed", "ReplayRefused", "check_operator"]
 
 
 def check_operator(actor: Actor) -> None:

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from common.leases.models import Leased
+
 
 class ImmutableVersionError(RuntimeError):
     """A write tried to change a stored procedure version's content."""
@@ -133,7 +135,7 @@ class ReplayStatus(models.TextChoices):
     FAILED = "failed", "failed"
 
 
-class ReplayRun(models.Model):
+class ReplayRun(Leased):
     """One replay of a version on its held-out cases, compared with the version active at the time (if any)."""
 
     version = models.ForeignKey(ProcedureVersion, on_delete=models.PROTECT, related_name="replays")
@@ -148,6 +150,7 @@ class ReplayRun(models.Model):
     gate_report = models.JSONField(null=True, blank=True)
     report = models.JSONField(default=dict, blank=True, help_text="regressions, counterexamples, unanswered cases")
     error = models.TextField(blank=True)
+    # Leased's columns, with their help texts here
     lease_owner = models.CharField(max_length=200, blank=True, help_text="the worker holding an offline replay")
     lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="renewed by the holder's heartbeat")
     attempts = models.PositiveIntegerField(default=0, help_text="claims of an offline replay (a worker took it)")

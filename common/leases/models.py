@@ -1,6 +1,9 @@
 """The lease columns every leased row of background work carries (common/leases/services.py writes them)."""
 
+from datetime import datetime
+
 from django.db import models
+from django.utils import timezone
 
 
 class Leased(models.Model):
@@ -13,3 +16,7 @@ class Leased(models.Model):
 
     class Meta:
         abstract = True
+
+    def lease_lives(self, now: datetime | None = None) -> bool:
+        """Whether the row's lease (as read) has not run out at `now`: its holder may still be working."""
+        return self.lease_expires_at is not None and self.lease_expires_at > (now or timezone.now())

@@ -31,18 +31,7 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from common import leases
-from common.leases import (
-    RELEASED,
-    LeaseLost,
-    RunCancelled,
-    lease_claim,
-    lease_clear,
-    lease_free,
-    lease_heartbeat,
-    lease_release,
-    lease_transaction,
-    lease_write,
-)
+from common.leases import RELEASED, LeaseLost, RunCancelled, lease_clear, lease_free, lease_transaction
 from graphs.core.budget import Budget, HookedModel, Hooks, Meter
 from graphs.core.evaluation import Evaluation, EvaluationPending
 from graphs.core.evolve import EvolveConfig, evolve
@@ -261,7 +250,7 @@ def evolution_cancel(*, actor: Actor, run: EvolutionRun) -> EvolutionRun:
         if locked.is_finished:
             raise EvolutionRefused(f"run {locked.pk} has ended already ({locked.status})")
         before = {"status": locked.status}
-        if locked.status == Status.RUNNING and locked.lease_expires_at and locked.lease_expires_at > timezone.now():
+        if locked.status == Status.RUNNING and locked.lease_lives():
             locked.cancel_requested = True
             locked.save(update_fields=["cancel_requested"])
         else:
@@ -298,7 +287,7 @@ def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "")
 
 def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
     with lease_transaction():
-        taken = lease_claim(
+        taken = leases.lease_claim(
             EvolutionRun.objects.filter(pk=run_id, status__in=OPEN),
             owner=worker,
             seconds=lease_seconds(),
@@ -323,7 +312,7 @@ def _update_owned(run: EvolutionRun, worker: str, **fields: Any) -> None:
     """Write fields of a run we hold; LeaseLost when another worker took it over meanwhile."""
     fields.setdefault("updated_at", timezone.now())
     held = EvolutionRun.objects.filter(pk=run.pk, status=Status.RUNNING)
-    lease_write(held, owner=worker, what=f"run {run.pk}", **fields)
+    leases.lease_write(held, owner=worker, what=f"run {run.pk}", **fields)
     for key, value in fields.items():
         setattr(run, key, value)
 
@@ -350,7 +339,7 @@ class RunHooks(Hooks):
         if stage is not None:
             fields["stage"] = stage
         with lease_transaction():
-            lease_heartbeat(
+            leases.lease_heartbeat(
                 EvolutionRun.objects.filter(pk=self.run.pk, status=Status.RUNNING),
                 owner=self.worker,
                 seconds=lease_seconds(),
@@ -457,7 +446,7 @@ def _transient() -> tuple[type[BaseException], ...]:
 
 
 def _release(run: EvolutionRun, worker: str, error: str) -> None:
-    lease_release(EvolutionRun.objects.filter(pk=run.pk), owner=worker, error=error[:4000], stage="")
+    leases.lease_release(EvolutionRun.objects.filter(pk=run.pk), owner=worker, error=error[:4000], stage="")
 
 
 def _end(run: EvolutionRun, worker: str, status: str, reason: str, error: str = "") -> EvolutionRun:

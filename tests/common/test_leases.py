@@ -23,6 +23,7 @@ LEASED_MODELS = [
     "graphs.EvolutionRun",
     "graphs.GraphCertification",
     "intents.IntentProposalRun",
+    "procedures.ReplayRun",
     "rubrics.RubricJob",
     "trajectories.Job",
     "uplift.Watch",
@@ -163,10 +164,12 @@ def test_a_lease_that_ran_out_is_taken_over_by_the_next_claim(job):
 
 def test_release_frees_the_row_for_anyone(job):
     claim(job, "host:1:a")
+    job.refresh_from_db()
+    assert job.lease_lives() and not job.lease_lives(job.lease_expires_at)
     assert leases.lease_release(rows(job), owner="host:1:a", status=JobStatus.QUEUED) == 1
     job.refresh_from_db()
     assert (job.lease_owner, job.lease_expires_at, job.status) == ("", None, JobStatus.QUEUED)
-    assert leases.lease_wait(rows(job)) is None
+    assert leases.lease_wait(rows(job)) is None and not job.lease_lives()
     assert claim(job, "host:2:b") == 1
 
 

@@ -22,6 +22,7 @@ from django.db.models import Subquery
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.leases import lease_clear
 from procedures import core
 from procedures.core.gate import regression_gate
 from rubrics.floor import FloorResult
@@ -118,7 +119,7 @@ def finish_replay(
         locked.report = _report_summary(report)
         locked.status = ReplayStatus.DONE
         locked.finished_at = timezone.now()
-        locked.lease_owner, locked.lease_expires_at = "", None
+        lease_clear(locked)
         locked.save(
             update_fields=[
                 "metrics",
@@ -172,7 +173,7 @@ def fail_replay(
         locked.status = ReplayStatus.FAILED
         locked.error = error[:2000]
         locked.finished_at = timezone.now()
-        locked.lease_owner, locked.lease_expires_at = "", None
+        lease_clear(locked)
         locked.save(update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"])
         status = settle_version(locked.version_id)
         audit_record(

@@ -29,11 +29,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.leases import LeaseLost, lease_claim, lease_heartbeat, lease_release, lease_wait
 from procedures import core
 from procedures.core.columns import OfflineReplay
 from trajectories.selectors import run_columns
 
-from ...errors import LeaseLost
 from ...mining import decode_arguments
 from ...models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
 from ..certification import CasePairs
@@ -153,15 +153,16 @@ def _claim(replay_id: int, worker: str, *, actor: Actor, now: datetime | None = 
     """Take an offline replay that is queued, or running with a lease that ran out (its worker died), with a lease;
     the version moves to replaying. None when it is finished or another worker holds it."""
     now = now or timezone.now()
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     with transaction.atomic(durable=True):
         before = ReplayRun.objects.filter(pk=replay_id).values("status", "lease_owner").first()
-        taken = ReplayRun.objects.filter(
-            free, pk=replay_id, mode=ReplayMode.OFFLINE, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING)
-        ).update(
+        taken = lease_claim(
+            ReplayRun.objects.filter(
+                pk=replay_id, mode=ReplayMode.OFFLINE, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING)
+            ),
+            owner=worker,
+            seconds=replay_lease_seconds(),
+            now=now,
             status=ReplayStatus.RUNNING,
-            lease_owner=worker[:200],
-            lease_expires_at=now + timedelta(seconds=replay_lease_seconds()),
             attempts=F("attempts") + 1,
             started_at=Coalesce(F("started_at"), Value(now)),
         )
@@ -189,17 +190,13 @@ def _claim(replay_id: int, worker: str, *, actor: Actor, now: datetime | None = 
 
 def replay_heartbeat(replay: ReplayRun, worker: str, stage: str) -> None:
     """Renew the lease of an offline replay we hold (at every stage); LeaseLost when another worker took it."""
-    lease = timezone.now() + timedelta(seconds=replay_lease_seconds())
-    held = ReplayRun.objects.filter(pk=replay.pk, lease_owner=worker, status=ReplayStatus.RUNNING)
-    if not held.update(lease_expires_at=lease):
-        raise LeaseLost(f"replay {replay.pk} is no longer held by {worker} ({stage})")
+    held = ReplayRun.objects.filter(pk=replay.pk, status=ReplayStatus.RUNNING)
+    lease_heartbeat(held, owner=worker, seconds=replay_lease_seconds(), what=f"replay {replay.pk} ({stage})")
 
 
 def _release(replay: ReplayRun, worker: str, error: str) -> None:
     """A transient error: give the lease back (keeping the error) so Celery's retry can claim the replay again."""
-    ReplayRun.objects.filter(pk=replay.pk, lease_owner=worker, status=ReplayStatus.RUNNING).update(
-        lease_owner="", lease_expires_at=None, error=error[:2000]
-    )
+    lease_release(ReplayRun.objects.filter(pk=replay.pk, status=ReplayStatus.RUNNING), owner=worker, error=error[:2000])
 
 
 def _gave_up(replay: ReplayRun, attempts: int) -> str:
@@ -259,12 +256,9 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None, worker:
 
 def replay_lease_wait(replay_id: int) -> float | None:
     """Seconds until the lease of a running offline replay runs out (None: finished, or nobody holds it)."""
-    expires = (
+    return lease_wait(
         ReplayRun.objects.filter(pk=replay_id, status=ReplayStatus.RUNNING, lease_expires_at__isnull=False)
-        .values_list("lease_expires_at", flat=True)
-        .first()
     )
-    return None if expires is None else max(0.0, (expires - timezone.now()).total_seconds())
 
 
 def replays_to_requeue(*, actor: Actor | None = None, now: datetime | None = None) -> list[int]:
