@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from reviews import registry
@@ -71,8 +72,16 @@ def _check_kind(kind: str) -> None:
 
 def split_key(task_ids: Iterable[str]) -> str:
     """The digest naming a set of held-out tasks (order and repeats do not matter)."""
-    joined = "\n".join(sorted({str(task_id) for task_id in task_ids}))
-    return hashlib.sha256(joined.encode()).hexdigest()
+    return _split_identity(task_ids)[0]
+
+
+def _split_identity(task_ids: Iterable[str]) -> tuple[str, int]:
+    """split_key and the number of distinct tasks. Sorted before deduplicated: tasks usually come in id order, which
+    a sort takes in a pass or a few (a set's order would make it a full sort), repeats dropped only when there are."""
+    distinct = sorted(map(str, task_ids))
+    if len(set(distinct)) != len(distinct):
+        distinct = list(dict.fromkeys(distinct))
+    return hashlib.sha256("\n".join(distinct).encode()).hexdigest(), len(distinct)
 
 
 def _locked_split(*, kind: str, parent_key: str, task_ids: Sequence[str], drawn_at: datetime) -> HeldOutSplit:
@@ -89,11 +98,35 @@ def _locked_split(*, kind: str, parent_key: str, task_ids: Sequence[str], drawn_
     return HeldOutSplit.objects.select_for_update().get(**identity)
 
 
-def pack_tasks(columns: dict[str, Any]) -> tuple[bytes, str]:
-    """The per-task columns as a certificate stores them: their canonical JSON compressed (zlib, level 1: about a
-    sixteenth of the JSON, and far cheaper to write than the JSONB of 10,000 tasks), and the sha256 of that JSON,
-    which stands for the tasks in the certificate's digest."""
-    canonical = json.dumps(columns, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+_SPLIT_DECIDED = (
+    "INSERT INTO {table} (kind, parent_key, key, task_count, drawn_at, decisions, created_at)"
+    " VALUES (%s, %s, %s, %s, %s, 1, %s)"
+    " ON CONFLICT (kind, parent_key, key) DO UPDATE SET decisions = {table}.decisions + 1"
+    " RETURNING id, decisions"
+)
+
+
+def _split_decided(*, kind: str, parent_key: str, task_ids: Sequence[str], drawn_at: datetime) -> HeldOutSplit:
+    """The split of these tasks, created if new, its decisions counted one up and its row locked for the caller's
+    transaction, in one statement (an upsert: a concurrent decision on the split waits for this one's commit, then
+    counts from it). A caller that finds the budget exhausted raises, and the count rolls back with its block.
+    The split returned holds the new count; drawn_at is the caller's (the stored one only matters for a refusal)."""
+    key, count = _split_identity(task_ids)
+    sql = _SPLIT_DECIDED.format(table=HeldOutSplit._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [kind, parent_key, key, count, drawn_at, timezone.now()])
+        pk, decisions = cursor.fetchone()
+    split = HeldOutSplit(
+        id=pk, kind=kind, parent_key=parent_key, key=key, task_count=count, drawn_at=drawn_at, decisions=decisions
+    )
+    split._state.adding, split._state.db = False, connection.alias  # a stored row, as if read
+    return split
+
+
+def pack_tasks(canonical: bytes) -> tuple[bytes, str]:
+    """The per-task columns' canonical JSON (uplift.core.certificate.canonical_columns) as a certificate stores it:
+    compressed (zlib, level 1: about a fourteenth of the JSON, and far cheaper to write than the JSONB of 10,000
+    tasks), and its sha256, which stands for the tasks in the certificate's digest."""
     return zlib.compress(canonical, 1), "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
@@ -124,14 +157,15 @@ def certificate_issue(
     critical = critical_task_keys(kind, parent_key)
     against = against or ("the version it replaces" if replaces_id else "no artifact at all")
     with transaction.atomic():
-        split = _locked_split(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
-        budget = SplitBudget(alpha=policy.alpha, max_decisions=policy.max_decisions, decisions_taken=split.decisions)
-        if budget.exhausted:
-            raise SplitExhausted(split, policy.max_decisions)
+        split = _split_decided(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
+        taken = split.decisions - 1  # before this one
+        budget = SplitBudget(alpha=policy.alpha, max_decisions=policy.max_decisions, decisions_taken=taken)
+        if budget.exhausted:  # the count rolls back with this block
+            refused = HeldOutSplit.objects.get(pk=split.pk)
+            refused.decisions = taken
+            raise SplitExhausted(refused, policy.max_decisions)
         certificate = certify(tasks, alpha=budget.next_alpha, critical=critical)
         verdict = judge(policy, certificate, against=against)
-        split.decisions = budget.next_decision
-        split.save(update_fields=["decisions"])
         subject = f"{kind}:{candidate_id}"
         SplitDecision.objects.create(
             split=split,
@@ -141,7 +175,7 @@ def certificate_issue(
             alpha=certificate.alpha,
             passed=verdict.passed,
         )
-        packed, tasks_digest = pack_tasks(certificate.task_columns())
+        packed, tasks_digest = pack_tasks(certificate.canonical_columns()[1])
         document = {
             "kind": kind,
             "candidate_id": candidate_id,

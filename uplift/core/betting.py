@@ -98,24 +98,29 @@ def _interval(values, alpha: float, *, sequential: bool) -> Interval:
     # evaluations an end instead of 20) and the ends are the same, since each bracket still holds its one crossing.
     reach = 4 * math.sqrt(max(float(x.var()), 1e-4) * 2 * threshold / len(x)) + 1 / len(x)
     low, high = 0.0, 1.0
+    # Each value found on the way is handed to the root find, which would otherwise compute it again.
     near = max(0.0, mean - reach)
-    if upward(near) >= 0:
-        inner = mean if upward(mean) < 0 else 1.0
-        low = _crossing(upward, near, inner)
-    elif near > 0 and upward(0.0) >= 0:
-        low = _crossing(upward, 0.0, near)
+    if (at_near := upward(near)) >= 0:
+        at_mean = upward(mean)
+        inner, at_inner = (mean, at_mean) if at_mean < 0 else (1.0, None)
+        low = _crossing(upward, near, inner, at_near, at_inner)
+    elif near > 0 and (at_edge := upward(0.0)) >= 0:
+        low = _crossing(upward, 0.0, near, at_edge, at_near)
     near = min(1.0, mean + reach)
-    if downward(near) >= 0:
-        inner = mean if downward(mean) < 0 else 0.0
-        high = _crossing(downward, near, inner)
-    elif near < 1 and downward(1.0) >= 0:
-        high = _crossing(downward, 1.0, near)
+    if (at_near := downward(near)) >= 0:
+        at_mean = downward(mean)
+        inner, at_inner = (mean, at_mean) if at_mean < 0 else (0.0, None)
+        high = _crossing(downward, near, inner, at_near, at_inner)
+    elif near < 1 and (at_edge := downward(1.0)) >= 0:
+        high = _crossing(downward, 1.0, near, at_edge, at_near)
     if low > high:  # both gamblers won (a chance of at most alpha): the interval collapses where they met
         low = high = (low + high) / 2
     return Interval(low=low, high=high, mean=mean, n=len(x), alpha=alpha)
 
 
-def _crossing(excess, rejected: float, accepted: float) -> float:
+def _crossing(
+    excess, rejected: float, accepted: float, f_rejected: float | None = None, f_accepted: float | None = None
+) -> float:
     """The last point on the way from `rejected` (excess >= 0 there) to `accepted` (excess < 0 there) where the
     excess is still >= 0, to within 2**-BISECTIONS of the [0, 1] scale, rounded outwards: the interval may take in a
     sliver of the rejected set, never lose a sliver of the accepted one.
@@ -124,7 +129,8 @@ def _crossing(excess, rejected: float, accepted: float) -> float:
     bracket [rejected, accepted] as a bisection does, each evaluation deciding which end moves, but on a capital,
     smooth between a few kinks, it needs some 15-30 evaluations where a bisection needs 48. A bisection step is taken
     whenever 4 steps in a row failed to halve the bracket, so it always ends."""
-    f_rejected, f_accepted = excess(rejected), excess(accepted)
+    f_rejected = excess(rejected) if f_rejected is None else f_rejected  # the values when the caller has them
+    f_accepted = excess(accepted) if f_accepted is None else f_accepted
     kept = 0  # +1: the rejected end moved last, -1: the accepted one
     halving_at, steps_since = abs(accepted - rejected) / 2, 0
     while abs(accepted - rejected) > 2.0**-BISECTIONS:

@@ -13,8 +13,10 @@ missing score is 1 for a pass and 0 for a failure.
 
 from __future__ import annotations
 
+import json
+import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -139,7 +141,16 @@ class Certificate:
     def task_columns(self) -> dict[str, Any]:
         """The per-task rows as columns (TASK_COLUMNS, one list each, in the tasks' order): what a certificate
         stores. About a seventh of the rows' JSON, and lists of plain values encode at C speed."""
-        return task_columns(self.tasks)
+        columns = self.canonical_columns()[0]
+        return {"schema": columns["schema"], "columns": {name: list(v) for name, v in columns["columns"].items()}}
+
+    def canonical_columns(self) -> tuple[dict[str, Any], bytes]:
+        """task_columns() and its canonical JSON (computed once: do not change the document)."""
+        found = self.__dict__.get("_canonical_columns")
+        if found is None:
+            columns = self.__dict__.get("_columns") or _Columns(self.tasks)  # certify's, when it made this one
+            found = self.__dict__["_canonical_columns"] = columns.document()
+        return found
 
 
 TASK_COLUMNS = (
@@ -147,36 +158,117 @@ TASK_COLUMNS = (
     "control_passed", "control_score", "control_answered", "control_run_id",
     "candidate_passed", "candidate_score", "candidate_answered", "candidate_run_id",
 )  # fmt: skip
-_OUTCOME = {(True, True): "both_passed", (False, False): "both_failed", (False, True): "repair"}
+_OUTCOMES = ("excluded", "both_failed", "repair", "breakage", "both_passed")  # by 1 + 2 control + candidate, 0
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what json.dumps(ensure_ascii=False) escapes in a string
+_SCORES = np.array([0.0, 1.0, None], dtype=object)  # an ungraded arm's score by code: failed, passed, unanswered
+_SCORE_TEXT = np.array(["0.0", "1.0", "null"], dtype=object)  # the same in JSON
+_OUTCOME_NAMES = np.array(_OUTCOMES, dtype=object)
+_OUTCOME_TEXT = np.array([f'"{name}"' for name in _OUTCOMES], dtype=object)
+_BOOL_TEXT = np.array(["false", "true"], dtype=object)
+
+
+class _Arm:
+    """One arm's outcomes of every task, as columns: the values as given and the derived ones as arrays."""
+
+    def __init__(self, arms: Sequence[ArmOutcome]) -> None:
+        n = len(arms)
+        self.arms = arms
+        self.passed = [arm.passed for arm in arms]
+        self.score = [arm.score for arm in arms]
+        self.answered = [arm.answered for arm in arms]
+        self.run_id = [arm.run_id for arm in arms]
+        self.answered_mask = np.fromiter(self.answered, dtype=bool, count=n)
+        self.success = np.fromiter(self.passed, dtype=bool, count=n) & self.answered_mask  # passed and answered
+        self.ungraded = self.score.count(None) == n  # every score is its pass (or it did not answer)
+
+    def scores(self) -> tuple[list, str | None]:
+        """The score column (arm.value, None where unanswered) and, when ungraded, its JSON list's inner text."""
+        if not self.ungraded:
+            return [arm.value if arm.answered else None for arm in self.arms], None
+        codes = np.where(self.answered_mask, self.success, 2)
+        return _SCORES[codes].tolist(), ",".join(_SCORE_TEXT[codes].tolist())
+
+
+class _Columns:
+    """The tasks as columns: each task's fields and both arms' (one list per field: no tuple per task), what
+    `certify` computes from and what a certificate stores (`task_columns`, `canonical_columns`)."""
+
+    def __init__(self, tasks: tuple[PairedTask, ...]) -> None:
+        self.ids = [task.task_id for task in tasks]
+        self.critical = [task.critical for task in tasks]
+        self.models = [task.model for task in tasks]
+        self.control = _Arm([task.control for task in tasks])
+        self.candidate = _Arm([task.candidate for task in tasks])
+
+    def document(self) -> tuple[dict[str, Any], bytes]:
+        """{"schema", "columns"} (TASK_COLUMNS, one list each, in the tasks' order) and its canonical JSON (sorted
+        keys, no spaces, UTF-8: json.dumps's, byte for byte), built column by column: a list of strings needing no
+        escape is joined, the outcomes, passes and ungraded scores are written from their codes, the rest is
+        json.dumps's."""
+        control, candidate = self.control, self.candidate
+        outcome = np.where(control.answered_mask, 1 + 2 * control.success + candidate.success, 0)
+        control_score, control_score_text = control.scores()
+        candidate_score, candidate_score_text = candidate.scores()
+        columns = {
+            "task_id": self.ids,
+            "critical": self.critical,
+            "model": self.models,
+            "outcome": _OUTCOME_NAMES[outcome].tolist(),
+            "control_passed": control.success.tolist(),
+            "control_score": control_score,
+            "control_answered": control.answered,
+            "control_run_id": control.run_id,
+            "candidate_passed": candidate.success.tolist(),
+            "candidate_score": candidate_score,
+            "candidate_answered": candidate.answered,
+            "candidate_run_id": candidate.run_id,
+        }
+        known = {  # the inner text of the columns written from their codes
+            "outcome": ",".join(_OUTCOME_TEXT[outcome].tolist()),
+            "control_passed": ",".join(_BOOL_TEXT[control.success.astype(np.intp)].tolist()),
+            "candidate_passed": ",".join(_BOOL_TEXT[candidate.success.astype(np.intp)].tolist()),
+            "control_score": control_score_text,
+            "candidate_score": candidate_score_text,
+        }
+        parts = []
+        for name in sorted(columns):
+            inner = known.get(name)
+            text = f"[{inner}]" if inner is not None else _json_list(columns[name])
+            parts.append(f'"{name}":{text}')
+        canonical = '{"columns":{' + ",".join(parts) + '},"schema":' + json.dumps(SCHEMA) + "}"
+        return {"schema": SCHEMA, "columns": columns}, canonical.encode()
+
+
+def _json_list(values: list) -> str:
+    """json.dumps(values, separators=(",", ":"), ensure_ascii=False): joined when they are strings none of which
+    needs an escape (ids, models, outcomes), else json.dumps's own."""
+    if values and type(values[0]) is str:
+        try:
+            joined = '","'.join(values)
+        except TypeError:  # not all strings
+            joined = None
+        if joined is not None and _plain(joined, quotes=2 * (len(values) - 1)):
+            return f'["{joined}"]'
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(text: str, *, quotes: int) -> bool:
+    """No character json.dumps(ensure_ascii=False) would escape (a quote but the `quotes` joining the strings, a
+    backslash, a control character)."""
+    if text.count('"') != quotes or "\\" in text:
+        return False
+    return text.isprintable() or not _ESCAPED.search(text)  # printable: no control character (a fast C scan)
 
 
 def task_columns(tasks: Iterable[PairedTask]) -> dict[str, Any]:
-    tasks = tuple(tasks)
-    controls = [task.control for task in tasks]
-    candidates = [task.candidate for task in tasks]
-    c_answered = [arm.answered for arm in controls]
-    k_answered = [arm.answered for arm in candidates]
-    c_passed = [arm.passed and arm.answered for arm in controls]
-    k_passed = [arm.passed and arm.answered for arm in candidates]
-    outcome = [
-        (_OUTCOME.get((before, after), "breakage") if answered else "excluded")
-        for before, after, answered in zip(c_passed, k_passed, c_answered, strict=True)
-    ]
-    columns = {
-        "task_id": [task.task_id for task in tasks],
-        "critical": [task.critical for task in tasks],
-        "model": [task.model for task in tasks],
-        "outcome": outcome,
-        "control_passed": c_passed,
-        "control_score": [arm.value if arm.answered else None for arm in controls],
-        "control_answered": c_answered,
-        "control_run_id": [arm.run_id for arm in controls],
-        "candidate_passed": k_passed,
-        "candidate_score": [arm.value if arm.answered else None for arm in candidates],
-        "candidate_answered": k_answered,
-        "candidate_run_id": [arm.run_id for arm in candidates],
-    }
-    return {"schema": SCHEMA, "columns": columns}
+    """The per-task rows as columns (TASK_COLUMNS, one list each, in the tasks' order): what a certificate stores."""
+    return _Columns(tuple(tasks)).document()[0]
+
+
+def canonical_columns(tasks: Iterable[PairedTask]) -> tuple[dict[str, Any], bytes]:
+    """task_columns(tasks) and its canonical JSON (json.dumps with sorted keys, no spaces, ensure_ascii off, as
+    UTF-8), what a certificate's digest stands on."""
+    return _Columns(tuple(tasks)).document()
 
 
 def task_rows(document: Any) -> list[dict[str, Any]]:
@@ -245,52 +337,67 @@ def certify(tasks: Iterable[PairedTask], *, alpha: float, critical: Iterable[str
         tasks = tuple(
             task if task.critical or task.task_id not in critical else replace(task, critical=True) for task in tasks
         )
-    ids = [task.task_id for task in tasks]
+    # Columns, not a loop with branches per task (10,000 tasks a certificate): each field read once into a list,
+    # then arrays.
+    columns = _Columns(tasks)
+    ids, control, candidate = columns.ids, columns.control, columns.candidate
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
         twice = next(task_id for task_id in ids if task_id in seen or seen.add(task_id))
         raise ValueError(f"task {twice!r} is paired twice")
-    # Columns, not a loop with branches per task (10,000 tasks a certificate): ids are unique, so the sort never
-    # compares two tasks themselves.
-    answered = [task for task in tasks if task.control.answered]
-    crc = np.fromiter((zlib.crc32(task.task_id.encode()) for task in answered), dtype=np.int64, count=len(answered))
-    order = np.lexsort((np.array([task.task_id for task in answered], dtype=str), crc)) if answered else []
-    compared = [answered[i] for i in order]  # betting_order, as arrays
-    before = np.fromiter((task.control.passed for task in compared), dtype=float, count=len(compared))
-    after = np.fromiter(
-        (task.candidate.answered and task.candidate.passed for task in compared), dtype=float, count=len(compared)
-    )
+    order = _betting_order(ids, np.flatnonzero(control.answered_mask))  # the compared tasks, in betting_order
+    before = control.success[order].astype(float)
+    after = candidate.success[order].astype(float)
     success = after - before
-    ungraded = all(task.control.score is None and task.candidate.score is None for task in compared)
+    positions = order.tolist()
+    ungraded = (control.ungraded and candidate.ungraded) or all(
+        control.score[i] is None and candidate.score[i] is None for i in positions
+    )
     if ungraded:  # every score is its success: one difference twice, one interval does
         score = success
     else:
-        score = np.fromiter((t.candidate.value - t.control.value for t in compared), dtype=float, count=len(compared))
+        controls, candidates = control.arms, candidate.arms
+        score = np.fromiter((candidates[i].value - controls[i].value for i in positions), dtype=float, count=len(order))
     repairs, breakages = int(np.sum(success > 0)), int(np.sum(success < 0))
     both_passed = int(np.sum((before == 1) & (after == 1)))
-    counts = {
-        "repair": repairs,
-        "breakage": breakages,
-        "both_passed": both_passed,
-        "both_failed": len(compared) - repairs - breakages - both_passed,
-    }
     success_interval = difference_interval(success, alpha)
     score_interval = success_interval if ungraded else difference_interval(score, alpha)
-    return Certificate(
-        n=len(compared),
-        repairs=counts["repair"],
-        breakages=counts["breakage"],
-        both_passed=counts["both_passed"],
-        both_failed=counts["both_failed"],
-        critical_breakages=tuple(t.task_id for t in compared if t.critical and t.outcome == "breakage"),
+    broken = []
+    if any(columns.critical):
+        critical_mask = np.fromiter(map(bool, columns.critical), dtype=bool, count=len(ids))
+        broken = order[critical_mask[order] & (before == 1) & (after == 0)].tolist()
+    models = columns.models
+    compared_models = set(models) if len(order) == len(ids) else set(map(models.__getitem__, positions))
+    certificate = Certificate(
+        n=len(order),
+        repairs=repairs,
+        breakages=breakages,
+        both_passed=both_passed,
+        both_failed=len(order) - repairs - breakages - both_passed,
+        critical_breakages=tuple(ids[i] for i in broken),
         success=Difference.of(success_interval),
         score=Difference.of(score_interval),
         alpha=alpha,
-        excluded=tuple(t.task_id for t in tasks if not t.comparable),
-        candidate_unanswered=tuple(t.task_id for t in compared if not t.candidate.answered),
-        models=tuple(sorted({t.model for t in compared if t.model})),
+        excluded=tuple(ids[i] for i in np.flatnonzero(~control.answered_mask).tolist()),
+        candidate_unanswered=tuple(ids[i] for i in order[~candidate.answered_mask[order]].tolist()),
+        models=tuple(sorted(model for model in compared_models if model)),
         tasks=tasks,
     )
+    certificate.__dict__["_columns"] = columns
+    return certificate
+
+
+def _betting_order(ids: Sequence[str], positions: np.ndarray) -> np.ndarray:
+    """`positions` (indices into `ids`) ordered by betting_order of their ids: by CRC-32, by id where CRCs tie."""
+    if not len(positions):
+        return positions
+    chosen = ids if len(positions) == len(ids) else [ids[i] for i in positions.tolist()]
+    crc = np.fromiter(map(zlib.crc32, map(str.encode, chosen)), dtype=np.int64, count=len(chosen))
+    order = np.argsort(crc)  # unique CRCs (the usual case) have one order, so any sort finds it
+    ranked = crc[order]
+    if np.any(ranked[1:] == ranked[:-1]):  # a CRC shared by two ids (rare): the ids break the tie
+        order = np.lexsort((np.array(chosen, dtype=str), crc))
+    return positions[order]
 
 
 def paired_tasks(
