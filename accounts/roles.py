@@ -4,10 +4,22 @@ A person without a role is read-only: every scope that writes needs a role (or, 
 identity), so such a person's tokens read and do nothing else. The scopes any active user may hold (READ_SCOPES)
 only read; `graphs:guide` is one of them: guidance is computed from the active graph and stored nowhere (its
 generative modes record their model call in the ledger, as every model call is).
+
+Who may act is decided here too: every service that writes on someone's behalf asks `require_role` first, and its
+one refusal, RoleRequired (Django's PermissionDenied), is what the API and the pages answer 403 with.
 """
+
+from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, Literal, overload
+
+from django.core.exceptions import PermissionDenied
+
+if TYPE_CHECKING:  # annotations only: this module reads users through their methods
+    from .models import User
+    from .services import Actor
 
 
 class Role(StrEnum):
@@ -105,3 +117,53 @@ def scopes_allowed_for(user) -> list[str]:
 def agent_scopes_allowed() -> list[str]:
     """The scopes any (active) agent identity may hold: the read scopes and the writes open to agents."""
     return [scope for scope in SCOPES if scope in READ_SCOPES or WRITE_SCOPES[scope].agents]
+
+
+class RoleRequired(PermissionDenied):
+    """The actor does not hold the role an action needs: 403, with `code` (the API's Error code) and `message` (what
+    the API and the pages say). Raised only by `require_role`, before anything is read or written."""
+
+    status = 403
+
+    def __init__(self, message: str, *, code: str = "forbidden") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.details = None
+
+
+@overload
+def require_role(
+    actor: Actor, *roles: Role, doing: str, code: str = ..., agents: bool = ..., system: Literal[False] = ...
+) -> User: ...
+
+
+@overload
+def require_role(
+    actor: Actor, *roles: Role, doing: str, code: str = ..., agents: bool = ..., system: Literal[True]
+) -> User | None: ...
+
+
+def require_role(
+    actor: Actor,
+    *roles: Role,
+    doing: str,
+    code: str = "forbidden",
+    agents: bool = False,
+    system: bool = False,
+) -> User | None:
+    """The one check of who may act, called first by every service that writes on someone's behalf.
+
+    Passes an active person holding one of `roles` (admins and superusers hold every role) and, when `agents`, an
+    active agent identity: returns their user. The system actor (no user, no token: commands, tasks, seeders) passes
+    only when `system`, and gets None. Anyone else, inactive accounts included, gets RoleRequired: "`doing` needs the
+    operator role" (the roles in words, as roles.Holders describes them), with `code` for the API.
+    """
+    user = actor.user
+    if user is None:
+        if system and actor.token is None:
+            return None
+    elif user.is_active and Holders(roles=frozenset(roles), agents=agents).admit(user):
+        return user
+    needs = Holders(roles=frozenset(roles), agents=agents).describe()
+    raise RoleRequired(f"{doing} needs {needs}", code=code)

@@ -139,9 +139,10 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(PermissionDenied)
 def on_permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
-    """Django's PermissionDenied raised under an operation: the Error body's 403, never the catch-all's 500."""
+    """Django's PermissionDenied raised under an operation: the Error body's 403, never the catch-all's 500. A service's
+    accounts.roles.RoleRequired carries its own code (`not_a_reviewer`, `admin_required`, …)."""
     message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else "forbidden"
-    return _error(request, 403, "forbidden", message)
+    return _error(request, 403, getattr(exc, "code", "forbidden"), message)
 
 
 @api.exception_handler(BadRequest)

@@ -21,6 +21,7 @@ from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from graphs.core import Diagnostic, Graph, GraphError, errors_in, skeleton
 
@@ -241,6 +242,7 @@ def workspace_create(
     `activate=False`. Raises ValueError (bad slug or vocabulary, the slug is taken, a source without a graph) or
     GraphError (a hand-written graph that fails the structural checks); nothing is written then.
     """
+    require_role(actor, Role.OPERATOR, doing="creating a workspace", system=True)
     slug = _clean_slug(slug)
     if transfer_from is not None and vocabulary is None:
         vocabulary = transfer_from.vocabulary
@@ -288,6 +290,7 @@ def graph_seed(
 ) -> Seeded:
     """Seed the empty graph chain of an existing workspace; HeadMoved when it already has a graph. `seed_meta` adds
     to (or overrides) the seed's meta, e.g. BootstrapResult.seed_meta() with origin "bootstrapped"."""
+    require_role(actor, Role.OPERATOR, doing="seeding a graph", system=True)
     loaded, origin, warnings = seed_graph(graph, workspace.vocabulary or default_vocabulary())
     meta = {"origin": origin, "iteration": 0, **dict(seed_meta or {})}
     with transaction.atomic(durable=True):
@@ -301,6 +304,7 @@ def graph_transfer(*, actor: Actor, source: Workspace, target_slug: str, activat
     Meta {origin: "transfer:<source>", source_ref, iteration: 0}. Rejection memory never travels. Returns None when
     the source has no graph or the target already has one.
     """
+    require_role(actor, Role.OPERATOR, doing="transferring a graph", system=True)
     target_slug = _clean_slug(target_slug)
     if target_slug == source.slug:
         raise ValueError("a workspace cannot be transferred onto itself")
@@ -341,6 +345,7 @@ def graph_append_accepted(
 
     A graph with a structural error is refused (GraphError); the active pointer does not move (a review moves it).
     """
+    require_role(actor, Role.OPERATOR, doing="appending an accepted graph", system=True)
     failures = errors_in(graph.validate(cycle_policy="allow"))
     if failures:
         raise GraphError(failures, "an accepted graph must pass the structural checks")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor
 
-from .errors import Conflict, NotAllowed
+from .errors import Conflict
 
 if TYPE_CHECKING:  # annotations only: other apps read rows through selectors (issue 14)
     from accounts.models import User
@@ -19,11 +20,9 @@ def active_user(actor: Actor) -> User | None:
 
 
 def require_admin(actor: Actor, what: str) -> User:
-    """The actor's active user if they hold the admin role, else NotAllowed (403) naming `what`."""
-    user = active_user(actor)
-    if user is None or not user.may_administer:
-        raise NotAllowed(f"{what} needs the admin role", code="admin_required")
-    return user
+    """The actor's active user if they hold the admin role, else accounts.roles.RoleRequired (403 `admin_required`)
+    naming `what`: the webhooks' spelling of require_role."""
+    return require_role(actor, Role.ADMIN, doing=what, code="admin_required")
 
 
 def four_eyes(message: str) -> Conflict:

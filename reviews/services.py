@@ -16,11 +16,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from uplift import selectors as uplift_selectors
 
 from . import activations, webhooks
-from .access import active_user, four_eyes, require_admin
+from .access import active_user, four_eyes
 from .errors import Conflict, Invalid, NotAllowed, NotFound
 from .models import (
     PENDING_STATUSES,
@@ -174,9 +175,7 @@ def promotion_propose(
 ) -> PromotionRequest:
     """A reviewer or operator proposes a candidate; the request records the version it replaces and the gate, and
     how it goes live once approved: for every run (`full`) or as a canary for `canary_share` of runs."""
-    user = active_user(actor)
-    if user is None or not user.may_propose:
-        raise NotAllowed("proposing a promotion needs the reviewer or operator role", code="not_a_reviewer")
+    user = require_role(actor, Role.REVIEWER, Role.OPERATOR, doing="proposing a promotion", code="not_a_reviewer")
     rationale = _text(rationale, what="a rationale", code="rationale_required")
     promotable = _promotable(kind)
     if rollout not in ROLLOUTS:
@@ -255,9 +254,7 @@ def promotion_withdraw(*, actor: Actor, request: PromotionRequest) -> PromotionR
 def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, comment: str = "") -> PromotionRequest:
     """One reviewer's independent verdict. A rejection (with a reason) rejects the request; the approval that meets
     the policy applies the promotion in the same transaction. Stale requests become superseded (Conflict)."""
-    user = active_user(actor)
-    if user is None or not user.may_judge:
-        raise NotAllowed("judging needs the reviewer role", code="not_a_reviewer")
+    user = require_role(actor, Role.REVIEWER, doing="judging", code="not_a_reviewer")
     if verdict not in Verdict.values:
         raise Invalid(f"verdict must be one of {', '.join(Verdict.values)}", code="invalid_verdict")
     comment = _text(comment, what="a reason for the rejection", code="reason_required", required=verdict == "reject")
@@ -304,7 +301,7 @@ def judgment_submit(*, actor: Actor, request: PromotionRequest, verdict: str, co
 
 def promotion_override(*, actor: Actor, request: PromotionRequest, reason: str) -> PromotionRequest:
     """An admin accepts a failing or missing gate with a written reason (shown wherever the request is)."""
-    require_admin(actor, "overriding a gate")
+    require_role(actor, Role.ADMIN, doing="overriding a gate", code="admin_required")
     reason = _text(reason, what="a reason for the override", code="reason_required")
     _supersede_if_stale(actor=actor, request=request)
     try:
@@ -515,7 +512,7 @@ def rollback_request_by_watch(*, kind: str, parent_key: str, reason: str, watch_
 
 def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str) -> PromotionRequest:
     """An admin alone puts the previously active version back, with a written reason; audited and announced."""
-    user = require_admin(actor, "an emergency rollback")
+    user = require_role(actor, Role.ADMIN, doing="an emergency rollback", code="admin_required")
     reason = _text(reason, what="a reason for the rollback", code="reason_required")
     promotable = _promotable(kind)
     target = activations.rollback_target(kind, parent_key, promotable.current_active(parent_key))
@@ -578,9 +575,7 @@ def queue_next(*, actor: Actor, kind: str = "") -> PromotionRequest | None:
     its lease to run out, a closed request drops it). None when nothing is left.
 
     Leases are queue bookkeeping, not a change of any reviewed state: they write no audit event."""
-    user = active_user(actor)
-    if user is None or not user.may_judge:
-        raise NotAllowed("the review queue needs the reviewer role", code="not_a_reviewer")
+    user = require_role(actor, Role.REVIEWER, doing="the review queue", code="not_a_reviewer")
     now = timezone.now()
     with transaction.atomic(durable=True):
         mine = (

@@ -1,7 +1,8 @@
 """Review pages: the queue, an item (what changes, gate evidence, judgments), per-artifact history, webhooks.
 
 Anonymous and inactive users are sent to the login page; reads are open to every active user; writes need roles
-(the services answer NotAllowed → 403, other refusals re-render the page with the message and its status).
+(the services answer RoleRequired or NotAllowed → 403, other refusals re-render the page with the message and its
+status).
 Verdicts are given on the item page only (the queue's Approve leads there; reviews.js asks to confirm every action
 there, the forms post as they are without JavaScript); a verdict then opens the next item waiting for the reviewer,
 taken from the queue like "take the next item", and a queue with nothing free says which items others hold.
@@ -23,6 +24,7 @@ from django.utils.formats import time_format
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from accounts.roles import RoleRequired
 from accounts.services import Actor
 from common.parsing import int_or_none
 from uplift import selectors as uplift_selectors
@@ -281,7 +283,7 @@ def _advance(request: HttpRequest, *, done: str, judged: PromotionRequest) -> Ht
     with what was done and what is next in one message; none left: back to the judged item, saying so."""
     try:
         following = services.queue_next(actor=Actor.of_request(request))
-    except ReviewError:
+    except (ReviewError, RoleRequired):
         following = None
     if following is None:
         messages.success(request, f"{done} {_nothing_free(request.user, other=True)}")

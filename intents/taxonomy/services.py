@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.canonical import digest as canonical_digest
 from common.text import plain_identifier_error
@@ -299,13 +300,6 @@ def run_index(intents: Sequence[Mapping[str, Any]], runs_of: Mapping[str, Iterab
 
 
 # --- judgments -------------------------------------------------------------------------------------------------------
-def _reviewer(actor: Actor):
-    user = actor.user
-    if user is None or not user.is_active or not user.is_reviewer:
-        raise NotAllowed("judging intent candidates needs the reviewer role", code="not_a_reviewer")
-    return user
-
-
 def active_version(taxonomy: IntentTaxonomy | None = None) -> TaxonomyVersion | None:
     taxonomy = taxonomy or IntentTaxonomy.objects.filter(slug=IntentTaxonomy.DEFAULT_SLUG).first()
     if taxonomy is None or taxonomy.active_version_id is None:
@@ -319,7 +313,7 @@ def intent_judgment_submit(
     """One reviewer's independent verdict on a candidate (every stored copy of its candidate id). The person who
     posted the candidate cannot judge it; a second judgment by the same reviewer is a Conflict; a merge names an
     intent of the active taxonomy."""
-    user = _reviewer(actor)
+    user = require_role(actor, Role.REVIEWER, doing="judging intent candidates", code="not_a_reviewer")
     if verdict not in Verdict.values:
         raise Invalid(f"verdict must be one of {', '.join(Verdict.values)}", code="invalid_verdict")
     merge_target = (merge_target or "").strip() if verdict == Verdict.MERGE else ""
@@ -428,9 +422,7 @@ def taxonomy_draft(*, actor: Actor, relabels: Mapping[str, str] | None = None) -
     """Build the next version of the default taxonomy (created on first use) from its active version, the judged
     candidates and the label edits. Conflict when nothing would change; an identical earlier version is returned
     instead of a copy. Reviewers and operators draft."""
-    user = actor.user
-    if user is None or not user.is_active or not user.may_draft_intents:
-        raise NotAllowed("drafting the taxonomy needs the reviewer or operator role", code="not_a_reviewer")
+    user = require_role(actor, Role.REVIEWER, Role.OPERATOR, doing="drafting the taxonomy", code="not_a_reviewer")
     for intent_id, label in (relabels or {}).items():
         if isinstance(label, str) and (problem := plain_identifier_error(label.strip())):
             raise Invalid(f"the new label of {intent_id} {problem}", code="invisible_characters")

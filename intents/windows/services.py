@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.canonical import digest_hex
 
@@ -184,6 +185,7 @@ def window_analyze(
     """Cluster the candidates stored in [start, end), measure their novelty against the active taxonomy (skipped,
     and said so, when none is active), store the analysis and raise one NoveltyAlert per novel candidate not
     alerted before. WindowRefused (nothing written) for bad bounds or parameters and for a window over the limit."""
+    require_role(actor, Role.OPERATOR, doing="analysing a window", system=True)
     start, end = _check_bounds(start, end)
     threshold = _check_unit(threshold, "the similarity threshold", -1.0, 1.0)
     margin = _check_unit(margin, "the ambiguity margin", 0.0, MAX_MARGIN)
@@ -319,6 +321,7 @@ def novelty_alerts_restore(*, actor: Actor, analysis: WindowAnalysis) -> int:
     names (someone deleted it). Nothing is measured again: the analysis is immutable and its novelty rows say which
     candidates were novel. The number raised; 0 (nothing written) when none is missing. seed_demo completes a demo
     whose alert was deleted with it (intents.demo)."""
+    require_role(actor, Role.OPERATOR, doing="restoring novelty alerts", system=True)
     novel = [row["candidate_id"] for row in analysis.novelty if row.get("novel")]
     if NoveltyAlert.objects.filter(candidate_id__in=novel).count() == len(novel):
         return 0  # none missing (the usual case: one read, nothing written)
@@ -400,6 +403,7 @@ def drift_compare(
     ids), `medoid` (nearest medoid with cosine >= match_threshold, default the after window's similarity threshold),
     or explicit `cluster_matches` (matching becomes `explicit`). The same comparison asked again returns the report
     stored before (`created_now` tells which). WindowRefused (nothing written) for bad matches."""
+    require_role(actor, Role.OPERATOR, doing="comparing windows", system=True)
     similarities: dict[str, float] = {}
     if cluster_matches:
         matching, match_threshold = DriftReport.Matching.EXPLICIT, None
@@ -543,6 +547,7 @@ def drift_compare(
 
 def novelty_alert_decide(*, actor: Actor, alert: NoveltyAlert, status: str, note: str = "") -> NoveltyAlert:
     """Dismiss an open alert or mark it promoted to review; a decided alert is not decided again (409)."""
+    require_role(actor, Role.REVIEWER, Role.OPERATOR, doing="deciding novelty alerts", code="not_a_reviewer")
     if status not in (NoveltyAlert.Status.DISMISSED, NoveltyAlert.Status.PROMOTED):
         raise WindowRefused(f"an alert is dismissed or promoted, not {status!r}")
     with transaction.atomic(durable=True):

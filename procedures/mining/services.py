@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.text import plain_identifier_error
 from intents.taxonomy.selectors import RunGroup, runs_of_intent
@@ -27,7 +28,7 @@ from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset, step_columns
 
 from .. import active_body
-from ..errors import MiningError, check_operator
+from ..errors import MiningError
 from ..models import Procedure, ProcedureVersion, ReplayMode, ReplayRun
 from ..replay.services.lifecycle import (
     enqueue_replay_on_commit,
@@ -76,7 +77,7 @@ def procedure_mine(
 
     `source` mines only that source's runs of the intent (the demo's own, procedures.demo); such a mining leaves the
     procedure's mined-through mark where it was, so periodic mining still counts the other runs as new."""
-    check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="mining procedures", system=True)
     _check_mining_request(intent, held_out_share)
     live = settings.WAYMARK_LIVE_REPLAY if live is None else live
     group = runs_of_intent(intent_key(intent))  # by reviewed intent when the taxonomy has one, else by label

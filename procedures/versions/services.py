@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.db.models import QuerySet
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.parsing import int_or_none
 from intents.taxonomy.selectors import runs_of_intent
 from trajectories.choices import Outcome
 from trajectories.selectors import run_queryset
 
-from ..errors import InvalidFloor, MiningError, ReplayRefused, check_operator
+from ..errors import InvalidFloor, MiningError, ReplayRefused
 from ..mining import content_revision
 from ..mining.services import MIN_SUCCESSFUL_RUNS, MineResult, learn_from_split, next_version_number
 from ..models import Procedure, ProcedureVersion, ReplayMode, ReplayRun, ReplayStatus, VersionStatus
@@ -36,7 +37,7 @@ def replay_rerun(*, actor: Actor, version: ProcedureVersion) -> tuple[ReplayRun,
     """An operator runs a failed version's replay again with the same settings (its held-out cases, each mode whose
     newest replay failed or did not pass its gate), compared with the version active now. ReplayRefused says why
     not (a replay still open, a version that did not fail)."""
-    check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="re-running a replay", system=True)
     with transaction.atomic(durable=True):
         procedure = Procedure.objects.select_for_update().get(pk=version.procedure_id)
         current = ProcedureVersion.objects.defer(*RUN_LISTS).get(pk=version.pk)
@@ -70,7 +71,7 @@ def procedure_version_resplit(
     - it learns other content: a new version (parent: this one) holding the new split, replayed like a mined one.
     Audited as replay.resplit or procedure_version.resplit with the split. ReplayRefused says why not (a bad seed
     or share, a replay still open); MiningError when the split leaves nothing to learn from."""
-    check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="re-splitting a procedure version", system=True)
     held_out_share, seed = _check_split(held_out_share, seed)
     asked = {"seed": seed, "held_out_share": held_out_share}
     with transaction.atomic(durable=True):
@@ -157,7 +158,7 @@ def procedure_version_amend(
 ) -> MineResult:
     """An operator's preconditions and failure exits make a new version (parent: `version`) with the same steps;
     it is replayed like a mined one. Identical content returns the existing version."""
-    check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="amending a procedure version", system=True)
     preconditions = _notes(preconditions, "preconditions")
     failure_exits = _notes(failure_exits, "failure exits")
     with transaction.atomic(durable=True):
@@ -207,7 +208,7 @@ def procedure_version_amend(
 def rubric_floor_set(*, actor: Actor, procedure: Procedure, floor: float | None) -> Procedure:
     """An operator sets (or clears, with None) the procedure's rubric floor in [0, 1]; audited. Replays settled
     from now on apply it; finished ones keep their report."""
-    check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="setting a procedure's rubric floor", system=True)
     if floor is not None:
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor <= 1:
             raise InvalidFloor("the rubric floor is a number from 0 to 1")
@@ -247,7 +248,7 @@ def procedure_version_recertify(*, actor: Actor, version: ProcedureVersion, mode
     the version has been replayed live or has nothing to be paired with offline (a first version: the agent runs
     with and without it), else offline. Audited as `replay.recertify`. ReplayRefused says why not (a replay still
     open, no fresh runs)."""
-    check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="re-certifying a procedure version", system=True)
     from reviews.activations import rollback_target
     from uplift.selectors import latest_certificate
 

@@ -5,6 +5,7 @@ promotion policy (two approvals from others, stale expected revision answered 40
 import pytest
 
 from accounts.models import AuditEvent
+from accounts.roles import RoleRequired
 from intents.models import IntentJudgment, IntentTaxonomy, TaxonomyActivation, TaxonomyRunIntent, TaxonomyVersion
 from intents.taxonomy import selectors as taxonomy_selectors
 from intents.taxonomy.services import taxonomy_draft, taxonomy_propose
@@ -67,7 +68,7 @@ def test_one_judgment_per_reviewer(reset, rita):
 
 
 def test_judging_needs_the_reviewer_role(reset, vera):
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         judge(reset, "valid", vera)
 
 
@@ -132,7 +133,7 @@ def test_a_draft_needs_two_judgments_with_two_thirds_agreement(runs, reset, rita
 
 def test_drafting_needs_the_reviewer_or_operator_role(reset, rita, rob, vera):
     judge(reset, "valid", rita, rob)
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         taxonomy_draft(actor=act(vera))
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.db import transaction
 
 from accounts.models import AuditEvent
+from accounts.roles import RoleRequired
 from accounts.services import Actor
 from procedures import errors
 from procedures.mining import content_revision, intent_key, split_ids
@@ -126,7 +127,7 @@ def test_it_refuses_runs_that_share_no_step(operator):
 
 def test_a_user_without_the_operator_role_cannot_mine(viewer):
     refund_runs()
-    with pytest.raises(errors.NotAllowed):
+    with pytest.raises(RoleRequired):
         mine(viewer)
     assert not ProcedureVersion.objects.exists()
 

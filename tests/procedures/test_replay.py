@@ -3,7 +3,7 @@
 import pytest
 
 from accounts.models import AuditEvent
-from accounts.roles import Role
+from accounts.roles import Role, RoleRequired
 from accounts.services import Actor
 from procedures import errors
 from procedures.mining import services as mining_services
@@ -18,7 +18,6 @@ from procedures.models import (
 from procedures.replay.services import offline as offline_replay_services
 from procedures.versions import services as version_services
 from reviews import services as review_services
-from reviews.errors import NotAllowed
 from reviews.models import PromotionRequest, PromotionStatus
 from tests.factories import user_with
 from tests.promote import promote_procedure_version
@@ -146,7 +145,7 @@ def test_promoting_retires_the_previous_version(mined):
 
 def test_a_failed_version_is_applied_only_with_an_admin_override(mined, operator, reviewer, admin_user):
     failed = stored_version(mined.version.procedure, "x", number=2, status=VersionStatus.FAILED)
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         review_services.promotion_propose(
             actor=Actor(user=user_with()), kind="procedure_version", candidate_id=str(failed.pk), rationale="r"
         )
@@ -158,7 +157,7 @@ def test_a_failed_version_is_applied_only_with_an_admin_override(mined, operator
         request = review_services.judgment_submit(actor=Actor(user=judge), request=request, verdict="approve")
     assert request.status == PromotionStatus.APPROVED
     assert Procedure.objects.get().active_version_id is None
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         review_services.promotion_override(actor=Actor(user=operator), request=request, reason="trust me")
     request = review_services.promotion_override(actor=Actor(user=admin_user), request=request, reason="known good")
     assert request.status == PromotionStatus.APPLIED
@@ -200,7 +199,7 @@ def test_amending_refuses_bad_notes_and_non_operators(mined, operator, viewer):
         version_services.procedure_version_amend(
             actor=Actor(user=operator), version=mined.version, preconditions=["x" * 301], failure_exits=[]
         )
-    with pytest.raises(errors.NotAllowed):
+    with pytest.raises(RoleRequired):
         version_services.procedure_version_amend(
             actor=Actor(user=viewer), version=mined.version, preconditions=[], failure_exits=[]
         )

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import AuditEvent
-from accounts.roles import Role
+from accounts.roles import Role, RoleRequired
 from accounts.services import Actor
 from llm.models import ModelCall
 from procedures import errors
@@ -236,7 +236,7 @@ def test_a_run_being_judged_elsewhere_leaves_the_replay_running(
 
 def test_setting_the_floor_is_an_audited_operator_action(live, operator, reviewer):
     procedure = Procedure.objects.get(pk=live.version.procedure_id)
-    with pytest.raises(errors.NotAllowed):
+    with pytest.raises(RoleRequired):
         version_services.rubric_floor_set(actor=Actor(user=reviewer), procedure=procedure, floor=0.5)
     for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
         with pytest.raises(errors.InvalidFloor):

@@ -3,6 +3,7 @@
 import pytest
 
 from accounts.models import AuditEvent
+from accounts.roles import RoleRequired
 from reviews import services
 from reviews.errors import Conflict, Invalid, NotAllowed, NotFound
 from reviews.models import Judgment, PromotionRequest, PromotionStatus
@@ -31,7 +32,7 @@ def test_a_proposal_records_the_replaced_version_and_the_gate(fake_kind, propose
 
 def test_a_viewer_cannot_propose(fake_kind, viewer):
     fake_kind.add("v1")
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         services.promotion_propose(actor=act(viewer), kind="fake", candidate_id="v1", rationale="x")
     assert not PromotionRequest.objects.exists()
 
@@ -72,7 +73,7 @@ def test_the_proposer_cannot_approve(fake_kind, proposer):
 
 def test_a_non_reviewer_cannot_judge(fake_kind, proposer, viewer):
     request = propose(fake_kind, proposer)
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         services.judgment_submit(actor=act(viewer), request=request, verdict="approve")
     assert not Judgment.objects.exists()
 
@@ -161,7 +162,7 @@ def test_a_failing_gate_waits_for_an_admin_override(
 
 def test_an_override_needs_an_admin_and_a_reason(fake_kind, proposer, reviewer, admin_user):
     request = propose(fake_kind, proposer, passing=False)
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         services.promotion_override(actor=act(reviewer), request=request, reason="trust me")
     with pytest.raises(Invalid):
         services.promotion_override(actor=act(admin_user), request=request, reason=" ")
@@ -218,7 +219,7 @@ def test_a_rollback_proposal_must_name_the_previous_version(fake_kind, proposer,
 
 def test_an_admin_rolls_back_alone_in_an_emergency(fake_kind, admin_user, reviewer, proposer, second_reviewer):
     v0_then_v1_through_a_review(fake_kind, proposer, reviewer, second_reviewer)
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         services.rollback_emergency(actor=act(reviewer), kind="fake", parent_key="p1", reason="broken")
     with pytest.raises(Invalid):
         services.rollback_emergency(actor=act(admin_user), kind="fake", parent_key="p1", reason="")

@@ -6,8 +6,8 @@ import pytest
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.roles import RoleRequired
 from reviews import selectors, services
-from reviews.errors import NotAllowed
 from reviews.models import QueueLease
 
 from .conftest import act
@@ -108,7 +108,7 @@ def test_a_rejection_closes_the_request_and_drops_its_lease(fake_kind, proposer,
 
 def test_only_reviewers_take_items_from_the_queue(fake_kind, proposer, viewer):
     propose(fake_kind, proposer, "a")
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         services.queue_next(actor=act(viewer))
 
 

@@ -17,8 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from accounts.roles import RoleRequired
 from reviews import services, webhooks
-from reviews.errors import Invalid, NotAllowed
+from reviews.errors import Invalid
 from reviews.models import DeliveryStatus, PromotionStatus, WebhookAttempt, WebhookDelivery
 
 from .conftest import act, v0_then_v1_through_a_review
@@ -70,7 +71,7 @@ def approve_twice(request, first, second):
 
 @pytest.mark.django_db
 def test_only_an_admin_registers_an_endpoint_for_known_events(admin_user, reviewer):
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         webhooks.webhook_endpoint_create(actor=act(reviewer), url="http://127.0.0.1:9/", events=["promotion.activated"])
     with pytest.raises(Invalid):
         webhooks.webhook_endpoint_create(actor=act(admin_user), url="ftp://x/", events=["promotion.activated"])
