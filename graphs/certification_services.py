@@ -35,6 +35,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common import leases
 from common.leases import RELEASED, LeaseLost, lease_claim, lease_clear, lease_free, lease_release, lease_write
@@ -388,6 +389,7 @@ def graph_certify(
     A certification of the revision already under way is returned as it is (created False). `after` and `model`
     (a re-certification) measure fresh tasks: the agents evaluator's tasks from runs received after `after`, of
     `model`. CertificationRefused says why one cannot start (nothing written)."""
+    require_role(actor, Role.OPERATOR, doing="certifying a graph revision", system=True)
     if revision.kind != GRAPH:
         raise CertificationRefused("only graph revisions are certified")
     try:

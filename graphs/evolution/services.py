@@ -29,6 +29,7 @@ from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common import leases
 from common.leases import RELEASED, LeaseLost, RunCancelled, lease_clear, lease_free, lease_transaction
@@ -179,6 +180,7 @@ def evolution_start(
 
     `script` (seeding and tests only): scripted refiner replies, reply i for the run's round i, used when no model
     key is set. `enqueue=False` leaves the steps to the caller (seed_demo runs them in process)."""
+    require_role(actor, Role.OPERATOR, doing="starting an evolution run", system=True)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
         raise EvolutionRefused(f"rounds must be a whole number from 1 to {MAX_ROUNDS}")
     try:
@@ -244,6 +246,8 @@ def _enqueue_on_commit(run_id: int, countdown: float | None = None) -> None:
 def evolution_cancel(*, actor: Actor, run: EvolutionRun) -> EvolutionRun:
     """Stop a run between stages: queued or waiting runs stop now, a running step stops at its next stage."""
     from trajectories.job_services import jobs_expire
+
+    require_role(actor, Role.OPERATOR, doing="cancelling an evolution run", system=True)
 
     with transaction.atomic(durable=True):
         locked = EvolutionRun.objects.select_for_update().get(pk=run.pk)
