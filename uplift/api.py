@@ -60,8 +60,7 @@ def _certificate_out(certificate) -> dict:
 
 
 def _refused(exc: Exception) -> ApiError:
-    if isinstance(exc, services.UpliftNotAllowed):
-        return ApiError(403, "not_an_operator", str(exc))
+    """An UpliftInvalid's 422; a role refused (accounts.roles.RoleRequired, `not_an_operator`) is config.api's 403."""
     return ApiError(422, "invalid", str(exc))
 
 
@@ -116,7 +115,7 @@ def recertify(request: HttpRequest, body: RecertifyIn):
         started = services.recertification_start(
             actor=Actor.of_request(request), kind=body.kind, candidate_id=body.candidate_id, model=body.model
         )
-    except (services.UpliftNotAllowed, services.UpliftInvalid) as exc:
+    except services.UpliftInvalid as exc:
         raise _refused(exc) from None
     return Status(202, {"started": started})
 
@@ -141,7 +140,7 @@ def set_policy(request: HttpRequest, body: PolicyIn):
     fields = body.model_dump(exclude={"kind", "parent_key"}, exclude_none=True)
     try:
         row = services.policy_set(actor=Actor.of_request(request), kind=body.kind, parent_key=body.parent_key, **fields)
-    except (services.UpliftNotAllowed, services.UpliftInvalid) as exc:
+    except services.UpliftInvalid as exc:
         raise _refused(exc) from None
     return Status(200, row)
 
@@ -189,8 +188,8 @@ def watch_set(request: HttpRequest, watch_id: WatchId, body: WatchSetIn):
         changed = watch_services.watch_set(
             actor=Actor.of_request(request), watch=_watch(watch_id), share=body.share, **fields
         )
-    except (watch_services.WatchNotAllowed, watch_services.WatchInvalid) as exc:
-        raise ApiError(403 if isinstance(exc, PermissionError) else 422, "refused", str(exc)) from None
+    except watch_services.WatchInvalid as exc:  # a role refused is config.api's 403 `refused` (RoleRequired)
+        raise ApiError(422, "refused", str(exc)) from None
     return Status(200, changed)
 
 
@@ -203,6 +202,6 @@ def watch_set(request: HttpRequest, watch_id: WatchId, body: WatchSetIn):
 def watch_stop(request: HttpRequest, watch_id: WatchId, body: WatchStopIn):
     try:
         stopped = watch_services.watch_stop(actor=Actor.of_request(request), watch=_watch(watch_id), reason=body.reason)
-    except (watch_services.WatchNotAllowed, watch_services.WatchInvalid) as exc:
-        raise ApiError(403 if isinstance(exc, PermissionError) else 422, "refused", str(exc)) from None
+    except watch_services.WatchInvalid as exc:  # a role refused is config.api's 403 `refused` (RoleRequired)
+        raise ApiError(422, "refused", str(exc)) from None
     return Status(200, stopped)

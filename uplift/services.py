@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from reviews import registry
 
@@ -53,15 +54,6 @@ class SplitExhausted(Exception):
 
 class UpliftInvalid(ValueError):
     """A policy or a tag that cannot be stored; the message says why. Nothing was written."""
-
-
-class UpliftNotAllowed(PermissionError):
-    """The actor lacks the role the change needs (the operator's)."""
-
-
-def _check_operator(actor: Actor) -> None:
-    if actor.user is not None and not actor.user.may_operate:
-        raise UpliftNotAllowed("this needs the operator role")
 
 
 def _check_kind(kind: str) -> None:
@@ -351,7 +343,7 @@ def recertification_start(*, actor: Actor, kind: str, candidate_id: str, model: 
     """An operator starts a candidate's paired evaluation again on fresh runs (of `model` only, when given): what a
     "not certified for <model>" flag or an exhausted split asks for. The owning kind queues the evaluation and
     audits it; the sentence it returns says what was started. UpliftInvalid says why it cannot."""
-    _check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="re-certifying a candidate", code="not_an_operator", system=True)
     model = (model or "").strip() or None
     if model is not None and len(model) > 200:
         raise UpliftInvalid("a model name is at most 200 characters")
@@ -370,7 +362,7 @@ def recertification_start(*, actor: Actor, kind: str, candidate_id: str, model: 
 
 
 def critical_task_tag(*, actor: Actor, kind: str, parent_key: str, task_key: str, reason: str = "") -> CriticalTask:
-    _check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="tagging a critical task", code="not_an_operator", system=True)
     _check_kind(kind)
     if not (parent_key or "").strip():
         raise UpliftInvalid("a critical task belongs to one parent (a procedure's id, a workspace's slug)")
@@ -390,7 +382,7 @@ def critical_task_tag(*, actor: Actor, kind: str, parent_key: str, task_key: str
 
 
 def critical_task_untag(*, actor: Actor, kind: str, parent_key: str, task_key: str) -> bool:
-    _check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="untagging a critical task", code="not_an_operator", system=True)
     with transaction.atomic(durable=True):
         row = CriticalTask.objects.filter(kind=kind, parent_key=parent_key, task_key=task_key).first()
         if row is None:
@@ -403,7 +395,7 @@ def critical_task_untag(*, actor: Actor, kind: str, parent_key: str, task_key: s
 def policy_set(*, actor: Actor, kind: str, parent_key: str = "", **fields: Any) -> CertificationPolicy:
     """Set the policy of `kind` for `parent_key` ("" for every parent of the kind); unknown or bad values raise
     UpliftInvalid."""
-    _check_operator(actor)
+    require_role(actor, Role.OPERATOR, doing="setting a certification policy", code="not_an_operator", system=True)
     _check_kind(kind)
     current = policy_for(kind, parent_key).to_document()
     unknown = sorted(set(fields) - set(current))

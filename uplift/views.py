@@ -72,8 +72,6 @@ def policies_view(request: HttpRequest) -> HttpResponse:
             if form[name]:
                 fields[name] = NUMBERS.get(name, str)(form[name])
         services.policy_set(actor=Actor.of_request(request), kind=form["kind"], parent_key=form["parent_key"], **fields)
-    except services.UpliftNotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
     except (ValueError, services.UpliftInvalid) as exc:
         return _page(request, error=f"The policy was not set: {exc}", form=form, status=400)
     messages.success(request, f"Policy of {form['kind']} {form['parent_key'] or '(every parent)'} set.")
@@ -94,8 +92,6 @@ def critical_view(request: HttpRequest) -> HttpResponse:
             reason = request.POST.get("reason", "")
             services.critical_task_tag(actor=actor, kind=kind, parent_key=parent_key, task_key=task_key, reason=reason)
             messages.success(request, f"Task {task_key} is critical: any breakage on it blocks certification.")
-    except services.UpliftNotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
     except services.UpliftInvalid as exc:
         return _page(request, error=str(exc), status=400)
     return _back(request, "uplift:policies")
@@ -111,8 +107,6 @@ def recertify_view(request: HttpRequest) -> HttpResponse:
             candidate_id=request.POST.get("candidate_id", "").strip(),
             model=request.POST.get("model", ""),
         )
-    except services.UpliftNotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
     except services.UpliftInvalid as exc:
         messages.error(request, f"Not started: {exc}")
     else:
@@ -164,8 +158,6 @@ def watch_set_view(request: HttpRequest, pk: int) -> HttpResponse:
         share = float(share_text) / 100 if share_text else None
         fields = {name: kind(request.POST[name]) for name, kind in THRESHOLDS.items() if request.POST.get(name, "")}
         watch_services.watch_set(actor=Actor.of_request(request), watch=watch, share=share, **fields)
-    except watch_services.WatchNotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
     except (ValueError, watch_services.WatchInvalid) as exc:
         return _watch_page(request, pk, error=f"Not changed: {exc}", status=400)
     messages.success(request, "The watch's settings are changed.")
@@ -181,8 +173,6 @@ def watch_stop_view(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("no such watch")
     try:
         watch_services.watch_stop(actor=Actor.of_request(request), watch=watch, reason=request.POST.get("reason", ""))
-    except watch_services.WatchNotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
     except watch_services.WatchInvalid as exc:
         return _watch_page(request, pk, error=f"Not stopped: {exc}", status=400)
     messages.success(request, "The canary is stopped: the version it replaced is back for every run.")

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.leases import lease_claim, lease_clear
 from reviews import registry
@@ -37,15 +38,6 @@ RUNS_PER_LOOK = 20_000
 
 class WatchInvalid(ValueError):
     """A change to a watch that cannot be made; the message says why. Nothing was written."""
-
-
-class WatchNotAllowed(PermissionError):
-    pass
-
-
-def _operator(actor: Actor) -> None:
-    if actor.user is not None and not actor.user.may_operate:
-        raise WatchNotAllowed("this needs the operator role")
 
 
 def watch_policy_for(kind: str, parent_key: str) -> WatchPolicy:
@@ -219,7 +211,7 @@ def _act(watch: Watch, action: str, reason: str, now: datetime) -> None:
 def watch_set(*, actor: Actor, watch: Watch, share: float | None = None, **thresholds: Any) -> Watch:
     """An operator changes a running canary's share and the watch's thresholds (alpha, margin, min_runs,
     max_canary_runs, window_hours). Audited; WatchInvalid when it cannot."""
-    _operator(actor)
+    require_role(actor, Role.OPERATOR, doing="changing a watch", code="refused", system=True)
     promotable = registry.get_kind(watch.kind)
     window_hours = thresholds.pop("window_hours", None)
     unknown = sorted(set(thresholds) - {"alpha", "margin", "min_runs", "max_canary_runs"})
@@ -265,7 +257,7 @@ def watch_stop(*, actor: Actor, watch: Watch, reason: str) -> Watch:
     watch just ends. WatchInvalid when it no longer runs."""
     from reviews import services as review_services
 
-    _operator(actor)
+    require_role(actor, Role.OPERATOR, doing="stopping a watch", code="refused", system=True)
     reason = (reason or "").strip()
     if not reason:
         raise WatchInvalid("stopping a canary needs a written reason")

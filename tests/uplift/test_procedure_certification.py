@@ -8,6 +8,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from accounts.models import AuditEvent
+from accounts.roles import RoleRequired
 from accounts.services import Actor
 from procedures.demo_agent import simulate_job
 from procedures.mining import services as mining_services
@@ -168,7 +169,7 @@ def test_a_recertification_without_fresh_runs_is_refused_and_writes_nothing(
         services.recertification_start(
             actor=Actor(user=operator), kind=KIND, candidate_id=str(version.pk), model="model-z"
         )
-    with pytest.raises(services.UpliftNotAllowed):
+    with pytest.raises(RoleRequired):
         services.recertification_start(actor=Actor(user=viewer), kind=KIND, candidate_id=str(version.pk))
     refused = api_client.post(
         "/api/v1/certification/recertify",

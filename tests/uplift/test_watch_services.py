@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import AuditEvent
+from accounts.roles import RoleRequired
 from accounts.services import Actor
 from procedures import active_body
 from procedures.mining import intent_key
@@ -167,7 +168,7 @@ def test_the_canary_is_served_by_run_key_pinned_by_revision_with_an_etag_per_arm
 
 def test_operators_change_the_share_and_stop_the_canary_others_may_not(canary, operator, viewer):
     procedure, v1, _, watch = canary
-    with pytest.raises(watch_services.WatchNotAllowed):
+    with pytest.raises(RoleRequired):
         watch_services.watch_set(actor=Actor(user=viewer), watch=watch, share=0.2)
     with pytest.raises(watch_services.WatchInvalid):
         watch_services.watch_set(actor=Actor(user=operator), watch=watch, share=1.5)
