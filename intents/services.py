@@ -25,6 +25,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common import leases
 from common.leases import LeaseLost, RunCancelled, lease_claim, lease_clear, lease_free, lease_heartbeat, lease_release
@@ -95,6 +96,7 @@ def intent_proposal_start(
     keeps the selection to that source's runs (the demo's own: intents.demo).
 
     A scheduled run takes the oldest MAX_RUNS runs of a larger selection (the next schedule takes the rest)."""
+    require_role(actor, Role.OPERATOR, doing="starting an intent analysis run", system=True)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise ProposalRefused(f"the batch size must be a whole number from 1 to {MAX_BATCH_SIZE}")
     if window_from and window_to and window_from >= window_to:
@@ -182,6 +184,7 @@ def _enqueue_on_commit(run_id: int) -> None:
 def intent_proposal_cancel(*, actor: Actor, run: IntentProposalRun) -> IntentProposalRun:
     """Stop a run: a queued run (or one nobody holds) stops now, a running one after its current batch. Candidates
     already stored stay."""
+    require_role(actor, Role.OPERATOR, doing="cancelling an intent analysis run", system=True)
     with transaction.atomic(durable=True):
         locked = IntentProposalRun.objects.select_for_update().get(pk=run.pk)
         if locked.is_finished:
@@ -565,20 +568,6 @@ def client_source(actor: Actor) -> str:
     return f"client:{actor.user.pk}" if actor.user is not None else "client:system"
 
 
-def _require_poster(actor: Actor) -> None:
-    """Labels and vectors come from agents, reviewers and operators (and the system); a person without a role only
-    reads. The API's scope intents:write says the same (accounts.roles); this holds for every caller."""
-    user = actor.user
-    if user is None:
-        return
-    if not user.is_active or not (user.is_agent or user.may_draft_intents):  # reviewers and operators
-        raise InputRejected(
-            "posting intent labels and vectors needs the reviewer or operator role, or an agent identity",
-            code="forbidden",
-            status=403,
-        )
-
-
 @dataclass(frozen=True)
 class SubmitResult:
     created: list[str]
@@ -604,7 +593,10 @@ def intent_candidates_submit(*, actor: Actor, rows: Sequence[Any]) -> SubmitResu
     cite. InputRejected (422) names the first bad item; nothing is written then. Candidates this client posted
     before are reported as existing and left as they were. Evidence must cite production runs (an evaluation run
     is unknown here: intents.selectors.runs_by_trajectory_ids)."""
-    _require_poster(actor)
+    # Labels and vectors come from agents, reviewers and operators (and the system), as the scope intents:write says.
+    require_role(
+        actor, Role.REVIEWER, Role.OPERATOR, agents=True, system=True, doing="posting intent labels and vectors"
+    )
     if not isinstance(rows, list | tuple) or not rows:
         raise InputRejected("intents must be a non-empty list", details={"index": None})
     if len(rows) > MAX_CLIENT_CANDIDATES:
@@ -675,7 +667,10 @@ def intent_vectors_submit(*, actor: Actor, embedder: str, items: Sequence[Mappin
     dimension count; each (text, embedder) is stored once and never changed. InputRejected: 422 for a bad name,
     vector or dimension count, 409 for a text stored before with a different vector, 403 for a person without a
     role; nothing is written then."""
-    _require_poster(actor)
+    # Labels and vectors come from agents, reviewers and operators (and the system), as the scope intents:write says.
+    require_role(
+        actor, Role.REVIEWER, Role.OPERATOR, agents=True, system=True, doing="posting intent labels and vectors"
+    )
     if not isinstance(embedder, str) or not EMBEDDER_NAME.match(embedder):
         raise InputRejected(
             "the embedder name must be 1 to 80 letters, digits, dots, dashes or underscores", details={"index": None}

@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.leases import RELEASED, LeaseLost, lease_claim, lease_held, lease_write
 from common.text import plain_identifier_error
@@ -30,7 +31,7 @@ from llm.core import MalformedModelOutput, ModelError, ModelRequest, ScriptedCha
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
 from llm.services import model_call_note_rejected_output
-from reviews.errors import Conflict, Invalid, NotAllowed, NotFound
+from reviews.errors import Conflict, Invalid, NotFound
 
 from .core.prompts import build_judge_request, build_rubric_request
 from .core.rubrics import (
@@ -77,13 +78,6 @@ def active_user(actor: Actor) -> User | None:
     """The actor's user when it is an active account; None for the system, a token without a user, or inactive."""
     user = actor.user
     return user if user is not None and user.is_active else None
-
-
-def _require_actor(actor: Actor, what: str) -> User:
-    user = active_user(actor)
-    if user is None or not user.may_assess:
-        raise NotAllowed(f"{what} needs the reviewer or operator role", code="not_a_reviewer")
-    return user
 
 
 def _version(version_id: int | None) -> RubricVersion:
@@ -201,7 +195,7 @@ def rubric_propose_start(
     *, actor: Actor, key: str, label: str = "", run_ids: Sequence[int] | None = None, limit: int = DEFAULT_EXAMPLES
 ) -> RubricJob:
     """Queue a proposal: the model reads example runs of the intent and proposes a rubric (a Celery task)."""
-    _require_actor(actor, "proposing a rubric")
+    require_role(actor, Role.REVIEWER, Role.OPERATOR, doing="proposing a rubric", code="not_a_reviewer")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_EXAMPLES:
         raise Invalid(f"between 1 and {MAX_EXAMPLES} example runs", code="invalid_limit")
     rubric = rubric_ensure(actor=actor, key=key, label=label)
@@ -231,7 +225,7 @@ def rubric_propose_start(
 
 def rubric_judge_start(*, actor: Actor, run_id: int, version_id: int, judges: int = DEFAULT_JUDGES) -> RubricJob:
     """Queue judging of one production run under one rubric version by `judges` model judges (a Celery task)."""
-    _require_actor(actor, "judging a run with models")
+    require_role(actor, Role.REVIEWER, Role.OPERATOR, doing="judging a run with models", code="not_a_reviewer")
     if isinstance(judges, bool) or not isinstance(judges, int) or not 1 <= judges <= MAX_JUDGES:
         raise Invalid(f"between 1 and {MAX_JUDGES} judges", code="invalid_judges")
     version = _version(version_id)
@@ -630,11 +624,7 @@ def rubric_assessment_submit(
     """A reviewer's or operator's own assessments of a production run, from the page or with a token: one per
     person per dimension (a new one replaces theirs), evidence steps checked against the run, nothing written unless
     every item is valid. Whether it was made blind is recorded with it (_replace_assessments)."""
-    user = active_user(actor)
-    if user is None:
-        raise NotAllowed("assessing a run needs an active user", code="not_allowed")
-    if not user.may_assess:
-        raise NotAllowed("assessing a run needs the reviewer or operator role", code="not_a_reviewer")
+    user = require_role(actor, Role.REVIEWER, Role.OPERATOR, doing="assessing a run", code="not_a_reviewer")
     version = _version(version_id)
     run = load_run(run_id, production=True)
     if version.status == RubricVersionStatus.RETIRED:

@@ -153,8 +153,9 @@ def test_the_openapi_document_lists_the_intents_operations(api_client):
 
 def test_a_read_only_teammate_posts_no_labels_nor_vectors(api_client, viewer, make_token):
     """Issue 24: the read-only role writes nothing; intents:write is for agents, reviewers and operators."""
+    from accounts.roles import RoleRequired
     from accounts.services import Actor
-    from intents.services import InputRejected, intent_candidates_submit, intent_vectors_submit
+    from intents.services import intent_candidates_submit, intent_vectors_submit
 
     with pytest.raises(ValueError, match="intents:write needs the reviewer or operator role or an agent identity"):
         make_token(viewer, "intents:write")
@@ -163,7 +164,7 @@ def test_a_read_only_teammate_posts_no_labels_nor_vectors(api_client, viewer, ma
         lambda: intent_candidates_submit(actor=Actor(user=viewer), rows=[intent_row(run, "Refund an order")]),
         lambda: intent_vectors_submit(actor=Actor(user=viewer), embedder="m", items=[{"text": "a", "vector": [1]}]),
     ):
-        with pytest.raises(InputRejected) as refused:
+        with pytest.raises(RoleRequired) as refused:
             call()
         assert refused.value.status == 403
     assert not IntentCandidateRecord.objects.exists() and not Embedding.objects.exists()

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from accounts.roles import RoleRequired
 from llm.core import ScriptedChatModel
 from llm.models import ModelCall
 from reviews.errors import Conflict, Invalid, NotAllowed
@@ -76,7 +77,7 @@ def test_two_malformed_proposals_fail_the_job_and_write_no_version(operator, mon
 
 @pytest.mark.django_db
 def test_proposing_needs_a_role(viewer, committed):
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         rubric_services.rubric_propose_start(actor=act(viewer), key="refund_request", run_ids=[make_run()])
 
 
@@ -160,7 +161,7 @@ def test_a_bad_assessment_is_refused_naming_the_item_and_nothing_is_written(
 @pytest.mark.django_db
 def test_a_read_only_user_cannot_assess_on_the_page(operator, viewer, committed):
     version = make_version(operator, committed)
-    with pytest.raises(NotAllowed):
+    with pytest.raises(RoleRequired):
         rubric_services.rubric_assessment_submit(
             actor=act(viewer), run_id=make_run(), version_id=version.pk, items=[{"dimension_id": "x", "score": 1}]
         )
