@@ -19,7 +19,7 @@ from common.text import plain_identifier_error
 from . import throttle, token_cache
 from .models import ApiToken, AuditEvent, User
 from .request_context import current_request_id
-from .roles import RESTRICTED_SCOPES, SCOPES, Role, scope_requirement, scopes_allowed_for
+from .roles import RESTRICTED_SCOPES, SCOPES, Role, require_role, scope_requirement, scopes_allowed_for
 from .tokens import (
     INACTIVE_USER,
     MALFORMED,
@@ -227,7 +227,7 @@ def _refused_for_good(prefix: str, refusal: Refusal) -> Refusal:
 
 # --- agent identities -------------------------------------------------------------------------------------------
 class AgentRefused(ValueError):
-    """The actor may not create agents, or the name is taken or invalid."""
+    """The name is taken or invalid (an actor without the operator role: roles.RoleRequired)."""
 
 
 def agent_create(*, actor: Actor, name: str) -> User:
@@ -238,8 +238,7 @@ def agent_create(*, actor: Actor, name: str) -> User:
     from django.contrib.auth.validators import UnicodeUsernameValidator
     from django.core.exceptions import ValidationError
 
-    if actor.user is not None and not actor.user.has_role(Role.OPERATOR):
-        raise AgentRefused("creating agent identities needs the operator role")
+    require_role(actor, Role.OPERATOR, doing="creating agent identities", system=True)
     name = (name or "").strip()
     if not name or len(name) > 150:
         raise AgentRefused("an agent needs a name of 1 to 150 characters")
@@ -292,6 +291,7 @@ def user_create(
     *, actor: Actor, username: str, email: str, password: str, roles: list[Role], superuser: bool = False
 ) -> User:
     """A person's account with these roles (a superuser is staff too), audited as user.create (seed_demo's users)."""
+    require_role(actor, Role.ADMIN, doing="creating a user", system=True)
     with transaction.atomic(durable=True):
         user = User(username=username, email=email, is_superuser=superuser, is_staff=superuser)
         user.set_password(password)
@@ -369,6 +369,7 @@ def login_failure_record(*, attempt: throttle.Attempt) -> list[str]:
 def user_roles_set(*, actor: Actor, user: User, roles: list[Role]) -> list[str]:
     """Give `user` exactly these roles (an empty list: read-only). Audited when something changes.
     Returns the role names the user now holds."""
+    require_role(actor, Role.ADMIN, doing="setting a user's roles", system=True)
     wanted = sorted({Role(role).value for role in roles})
     if wanted and user.is_agent:
         raise ValueError(f"{user.username} is an agent identity: agents hold no roles")

@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from accounts.models import ApiToken, AuditEvent, User
-from accounts.roles import AGENT_SCOPES, Role, scopes_allowed_for
+from accounts.roles import AGENT_SCOPES, Role, RoleRequired, scopes_allowed_for
 from accounts.services import Actor, AgentRefused, agent_create, api_token_create, user_roles_set
 from accounts.tokens import new_token
 from tests.conftest import logged_in
@@ -75,7 +75,7 @@ def test_operators_create_agents_audited_without_password_or_roles(operator, vie
     assert agent.is_agent and not agent.has_usable_password() and not agent.has_role(Role.REVIEWER)
     event = AuditEvent.objects.get(verb="agent.create")
     assert (event.actor_user, event.target_id) == (operator, str(agent.pk))
-    with pytest.raises(AgentRefused, match="operator role"):
+    with pytest.raises(RoleRequired, match="operator role"):
         agent_create(actor=Actor(user=viewer), name="mine")
     with pytest.raises(AgentRefused, match="taken"):
         agent_create(actor=Actor(user=operator), name="CI-bot")

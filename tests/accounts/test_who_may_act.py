@@ -4,7 +4,7 @@ accounts.roles.require_role first, and refuses a person without the role — "ve
 
 The services are found, not listed: every public function with a keyword-only `actor` of every services module
 (`services.py`, a module of a `services/` package, `*_services.py`) of the project's apps. Each one found is in
-exactly one of three tables, so a new service fails `test_every_service_with_an_actor_is_accounted_for` until it
+exactly one of two tables, so a new service fails `test_every_service_with_an_actor_is_accounted_for` until it
 is placed, and coverage cannot shrink without an edit here:
 
 - REFUSES: called with vera and stand-in arguments (which fail the test if the service reads them before its check);
@@ -12,8 +12,8 @@ is placed, and coverage cannot shrink without an edit here:
   write nothing: no statement that writes, no audit event.
 - EXEMPT: whose actor is, by design, not a person asking for a role: agents (their scopes are agent-only and checked
   at every call), the system's workers, a person's own account, and steps that run inside a service that checked.
-- NOT_YET: still on an older check (or none) while another engineer holds the file; each is expected to fail the
-  sweep (strict xfail), so moving one onto require_role fails here until it moves to REFUSES.
+
+A service whose rule allows the system (commands, tasks, seed_demo) says so with require_role(..., system=True).
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ OPERATOR = Refuses()
 REVIEWER = Refuses()
 
 REFUSES: dict[str, Refuses] = {
+    "accounts.services.agent_create": OPERATOR,
+    "accounts.services.user_create": Refuses(),  # admins (and the system: seed_demo, set_roles)
+    "accounts.services.user_roles_set": Refuses(),  # admins (and the system)
     "graphs.certification_services.graph_certify": OPERATOR,
     "graphs.evolution.services.evolution_cancel": OPERATOR,
     "graphs.evolution.services.evolution_start": OPERATOR,
@@ -151,13 +154,6 @@ EXEMPT: dict[str, str] = {
     "accounts.services.audit_record": "records what another service did",
 }
 
-# Still on an older check, or none, while the file is busy elsewhere (issue 28, item 5): move each to REFUSES.
-NOT_YET: dict[str, str] = {
-    "accounts.services.agent_create": "AgentRefused",
-    "accounts.services.user_create": "no check (commands and the admin site)",
-    "accounts.services.user_roles_set": "no check (commands and the admin site)",
-}
-
 SERVICES_MODULE = re.compile(r"(^|/)(services\.py|services/[^/]+\.py|[^/]+_services\.py)$")
 
 
@@ -222,13 +218,11 @@ def call_as(actor: Actor, path: str, function: Callable[..., Any], given: dict[s
 
 def test_every_service_with_an_actor_is_accounted_for():
     found = set(services_with_an_actor())
-    tables = {"REFUSES": set(REFUSES), "EXEMPT": set(EXEMPT), "NOT_YET": set(NOT_YET)}
-    placed = set().union(*tables.values())
+    placed = set(REFUSES) | set(EXEMPT)
     assert found - placed == set(), "new services with an actor: add each to REFUSES (or, with a reason, EXEMPT)"
     assert placed - found == set(), "the tables name services that no longer exist"
-    for first, second in (("REFUSES", "EXEMPT"), ("REFUSES", "NOT_YET"), ("EXEMPT", "NOT_YET")):
-        assert tables[first] & tables[second] == set(), f"in both {first} and {second}"
-    assert len(REFUSES) >= 40  # the sweep below covers at least this many
+    assert set(REFUSES) & set(EXEMPT) == set(), "a service is in both REFUSES and EXEMPT"
+    assert len(REFUSES) >= 43  # the sweep below covers at least this many
 
 
 @pytest.mark.parametrize("path", sorted(REFUSES))
@@ -240,15 +234,6 @@ def test_a_person_without_the_role_is_refused_before_anything_is_written(path, v
         call_as(Actor(user=viewer), path, function, refuses.arguments())
     assert written == []
     assert AuditEvent.objects.count() == events
-
-
-@pytest.mark.parametrize("path", sorted(NOT_YET))
-@pytest.mark.xfail(strict=True, reason="still on its old check (NOT_YET): move it to REFUSES once on require_role")
-def test_services_not_yet_on_the_helper(path, viewer):
-    function = services_with_an_actor()[path]
-    with statements_that_write() as written, pytest.raises(RoleRequired):
-        call_as(Actor(user=viewer), path, function, {})
-    assert written == []
 
 
 def test_require_role_admits_the_holders_and_refuses_the_rest(operator, reviewer, viewer, outsider, agent):
