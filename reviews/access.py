@@ -1,10 +1,10 @@
-"""Who may do what in reviews, shared by the promotion policy (reviews.services) and the webhooks (reviews.webhooks)."""
+"""Who may do what in reviews beyond the roles (those are accounts.roles.require_role's): an actor's active user and
+the four-eyes rule, used by the promotion policy (reviews.services)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accounts.roles import Role, require_role
 from accounts.services import Actor
 
 from .errors import Conflict
@@ -17,12 +17,6 @@ def active_user(actor: Actor) -> User | None:
     """The actor's user when it is an active account; None for the system, a token without a user, or inactive."""
     user = actor.user
     return user if user is not None and user.is_active else None
-
-
-def require_admin(actor: Actor, what: str) -> User:
-    """The actor's active user if they hold the admin role, else accounts.roles.RoleRequired (403 `admin_required`)
-    naming `what`: the webhooks' spelling of require_role."""
-    return require_role(actor, Role.ADMIN, doing=what, code="admin_required")
 
 
 def four_eyes(message: str) -> Conflict:

@@ -26,9 +26,9 @@ from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 
-from .access import require_admin
 from .errors import Invalid
 from .models import DeliveryStatus, PromotionRequest, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -178,7 +178,7 @@ def _clean_url(url: str) -> str:
 
 def webhook_endpoint_create(*, actor: Actor, url: str, events: list[str]) -> tuple[WebhookEndpoint, str]:
     """Admins register an endpoint; returns it and its signing secret (shown to the admin once)."""
-    user = require_admin(actor, "registering a webhook endpoint")
+    user = require_role(actor, Role.ADMIN, doing="registering a webhook endpoint", code="admin_required")
     url = _clean_url(url)
     events = sorted(set(events or []))
     unknown = sorted(set(events) - set(WebhookEvent.values))
@@ -192,7 +192,7 @@ def webhook_endpoint_create(*, actor: Actor, url: str, events: list[str]) -> tup
 
 
 def webhook_endpoint_set_active(*, actor: Actor, endpoint: WebhookEndpoint, active: bool) -> WebhookEndpoint:
-    require_admin(actor, "changing a webhook endpoint")
+    require_role(actor, Role.ADMIN, doing="changing a webhook endpoint", code="admin_required")
     with transaction.atomic(durable=True):
         locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         if locked.active != active:

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from ninja import Path, Query, Router, Status
 
 from accounts.api_auth import scoped
+from accounts.roles import Role, require_role
 from accounts.services import Actor
 from common.cursors import InvalidCursor
 from common.errors import ApiError, Error
@@ -83,12 +84,6 @@ def round_out(round_) -> dict:
     }
 
 
-def _require_operator(request: HttpRequest, doing: str) -> None:
-    """The scope is granted to operators only (a token loses it with the role); checked again here as mining does."""
-    if not request.user.may_operate:
-        raise ApiError(403, "forbidden", f"{doing} needs the operator role")
-
-
 def _gate_document(body: EvolutionStartIn) -> dict:
     gate = body.gate.model_dump(exclude_none=True)
     if gate.get("kind") == "objective" and ("objective" not in gate or "context" not in gate):
@@ -110,7 +105,7 @@ def _gate_document(body: EvolutionStartIn) -> dict:
     "A refused request starts nothing.",
 )
 def start_run(request: HttpRequest, ws: Path[str], body: EvolutionStartIn):
-    _require_operator(request, "starting an evolution run")
+    require_role(Actor.of_request(request), Role.OPERATOR, doing="starting an evolution run")
     workspace = graph_selectors.workspace_by_slug(ws)
     gate = _gate_document(body)
     if selectors.open_run(workspace) is not None:
@@ -171,7 +166,7 @@ def get_run(request: HttpRequest, ws: Path[str], run_id: int):
     description="Everything the run recorded is kept. 409 when the run has ended already.",
 )
 def cancel_run(request: HttpRequest, ws: Path[str], run_id: int):
-    _require_operator(request, "cancelling an evolution run")
+    require_role(Actor.of_request(request), Role.OPERATOR, doing="cancelling an evolution run")
     workspace = graph_selectors.workspace_by_slug(ws)
     run = selectors.run_of(workspace, run_id)
     try:

@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 
 from accounts.api_auth import scoped
+from accounts.roles import Role, require_role
 from accounts.services import Actor
 from common.cursors import InvalidCursor
 from common.errors import ApiError, Error
@@ -92,11 +93,6 @@ def drift_out(report) -> dict:
     }
 
 
-def _require_operator(request: HttpRequest, doing: str) -> None:
-    if not request.user.may_operate:
-        raise ApiError(403, "forbidden", f"{doing} needs the operator role")
-
-
 def _refused(error: WindowRefused) -> ApiError:
     return ApiError(error.status, error.code, str(error))
 
@@ -130,7 +126,7 @@ def list_windows(request: HttpRequest, page: Query[PageIn]):
     "reviewed taxonomy is active. Novel candidates raise novelty alerts (once per candidate).",
 )
 def analyze_window(request: HttpRequest, body: WindowAnalyzeIn):
-    _require_operator(request, "analysing a window")
+    require_role(Actor.of_request(request), Role.OPERATOR, doing="analysing a window")
     try:
         analysis = window_analyze(
             actor=Actor.of_request(request),
@@ -166,7 +162,7 @@ def list_drift(request: HttpRequest, page: Query[PageIn]):
     "for an unknown analysis; 422 for matches naming unknown clusters or an after cluster twice.",
 )
 def compare_windows(request: HttpRequest, body: DriftCompareIn):
-    _require_operator(request, "comparing windows")
+    require_role(Actor.of_request(request), Role.OPERATOR, doing="comparing windows")
     before = selectors.analysis_of(body.before)
     after = selectors.analysis_of(body.after)
     try:
