@@ -57,7 +57,7 @@ services:
 # The suite on PYTEST_WORKERS xdist workers (each its own test database; what workers share, one group on one worker:
 # tests/conftest.py). Serially: `make test PYTEST_WORKERS=0`, or PYTEST_ARGS="-n 0" or "-p no:xdist".
 PYTEST_WORKERS ?= 2
-XDIST = $(if $(findstring no:xdist,$(PYTEST_ARGS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+XDIST = $(if $(findstring no:xdist,$(PYTEST_ARGS)),,-n $(PYTEST_WORKERS))
 
 test: $(STAMP) services lint
 	$(PY) manage.py makemigrations --check --dry-run --settings=config.settings.test > /dev/null

@@ -1,5 +1,7 @@
 """Shared fixtures: the three actors (owner, read-only teammate, outsider), API clients with tokens, markers."""
 
+from pathlib import Path
+
 import pytest
 from django.conf import settings
 from django.core.cache import caches
@@ -12,15 +14,42 @@ from common.local_copies import forget_all
 from tests.factories import user_with
 from tests.write_guard import writes_recorded
 
+TESTS = Path(__file__).resolve().parent
+# Test files that start whole stacks as `make run` does or read every process of this checkout (the port check).
 MACHINE_WIDE = {
-    "tests.config.test_supervise",
-    "tests.config.test_start_with_user_data",
-    "tests.config.test_start_steps",
-    "tests.config.test_broker_backlog",
+    "tests/config/test_supervise.py",
+    "tests/config/test_start_with_user_data.py",
+    "tests/config/test_start_steps.py",
+    "tests/config/test_broker_backlog.py",
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
+def shared_files() -> frozenset[str]:
+    """The test files that use what every xdist worker shares: the Redis databases (the test URL's and the fault
+    workers' fixed ones, which tests flush: every file marking a test `redis`) and the machine's processes."""
+    marked = {
+        path.relative_to(TESTS.parent).as_posix()
+        for path in TESTS.rglob("*.py")
+        if "mark.redis" in path.read_text(encoding="utf-8")
+    }
+    return frozenset(marked | MACHINE_WIDE)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under xdist the shared files' tests are one unit, run one after another on one worker; every other test is
+    its own unit (as xdist's loadgroup would do with an `xdist_group` mark, which pytest 9.2 no longer lets xdist 3.8
+    apply: it renames the node id it sets)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = shared_files()
+
+    class SharedUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "shared" if nodeid.split("::", 1)[0] in shared else nodeid
+
+    return SharedUnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     skip_pg = pytest.mark.skip(reason="PostgreSQL is not reachable on 127.0.0.1:5432 (run scripts/services.sh)")
     skip_redis = pytest.mark.skip(reason="Redis is not reachable on 127.0.0.1:6379 (run scripts/services.sh)")
@@ -29,11 +58,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_pg)
         if "redis" in item.keywords and not settings.REDIS_AVAILABLE:
             item.add_marker(skip_redis)
-        # What every xdist worker shares — the Redis databases (the test URL's and the fault workers' fixed ones, which
-        # tests flush) and the machine's processes (whole stacks started as `make run` starts them; the port check
-        # reads every process of this checkout) — is used by one group, run one test after another on one worker.
-        if "redis" in item.keywords or item.module.__name__ in MACHINE_WIDE:
-            item.add_marker(pytest.mark.xdist_group("shared"))
 
 
 @pytest.fixture(autouse=True)
