@@ -3,15 +3,13 @@
 from celery import shared_task
 
 from accounts.services import Actor
-from common.retry import TRANSIENT_ERRORS
+from common.retry import RETRY
 
 from . import errors
 from .mining import services as mining_services
 from .models import ReplayRun
 from .replay.services import live as live_replay_services
 from .replay.services import offline as offline_replay_services
-
-RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": True, "max_retries": 5}
 
 
 @shared_task(name="procedures.replay_offline", bind=True, ignore_result=True, **RETRY)
