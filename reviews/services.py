@@ -418,6 +418,49 @@ def _supersede_after_commit(*, actor: Actor, kind: str, parent_key: str) -> None
     promotion_supersede_stale(actor=actor, kind=kind, parent_key=parent_key)
 
 
+def _rollback_row(
+    *,
+    kind: str,
+    parent_key: str,
+    target: str,
+    description,
+    active: str | None,
+    user,
+    rationale: str,
+    gate_snapshot: dict,
+    applied_because: str | None = None,
+    required_approvals: int = 0,
+) -> PromotionRequest:
+    """A rollback's request row: `target` (described) back in place of `active`. Applied at once, with the override
+    that let it skip review (`applied_because`), or else open for `required_approvals` reviewers."""
+    applied = {}
+    if applied_because is not None:
+        now = timezone.now()
+        applied = {
+            "override_by": user,
+            "override_reason": applied_because,
+            "overridden_at": now,
+            "status": PromotionStatus.APPLIED,
+            "applied_by": user,
+            "applied_at": now,
+            "closed_at": now,
+        }
+    return PromotionRequest.objects.create(
+        kind=kind,
+        candidate_id=target,
+        parent_key=parent_key,
+        title=description.title[:200],
+        parent_label=description.parent_label[:200],
+        replaces_id=active,
+        is_rollback=True,
+        proposer=user,
+        rationale=rationale,
+        gate_snapshot=gate_snapshot,
+        required_approvals=required_approvals,
+        **applied,
+    )
+
+
 def rollback_by_watch(*, kind: str, parent_key: str, reason: str, watch_id: int) -> PromotionRequest:
     """INSIDE the watch's transaction: the watch found the canary worse than the version it replaced and puts that
     version back for every run, as the system (the `waymark-watch` identity): the pointer moves back, the canary
@@ -436,26 +479,16 @@ def rollback_by_watch(*, kind: str, parent_key: str, reason: str, watch_id: int)
             parent_key=parent_key, expected_active_id=state.candidate_id if state else None, actual_active_id=active
         )
     description = promotable.describe(state.control_id)
-    now = timezone.now()
-    request = PromotionRequest.objects.create(
+    request = _rollback_row(
         kind=kind,
-        candidate_id=state.control_id,
         parent_key=parent_key,
-        title=description.title[:200],
-        parent_label=description.parent_label[:200],
-        replaces_id=active,
-        is_rollback=True,
-        proposer=user,
+        target=state.control_id,
+        description=description,
+        active=active,
+        user=user,
         rationale=reason,
         gate_snapshot={"passing": None, "summary": f"rolled back by the watch #{watch_id}: {reason}"},
-        override_by=user,
-        override_reason=f"the watch after activation (#{watch_id}) found a significant regression",
-        overridden_at=now,
-        required_approvals=0,
-        status=PromotionStatus.APPLIED,
-        applied_by=user,
-        applied_at=now,
-        closed_at=now,
+        applied_because=f"the watch after activation (#{watch_id}) found a significant regression",
     )
     promotable.activate(actor=actor, candidate_id=state.control_id, expected_active_id=active)
     promotable.end_canary(actor=actor, parent_key=parent_key)
@@ -485,20 +518,16 @@ def rollback_request_by_watch(*, kind: str, parent_key: str, reason: str, watch_
         return None
     if PromotionRequest.objects.filter(kind=kind, candidate_id=target, status__in=PENDING_STATUSES).exists():
         return None
-    description = promotable.describe(target)
-    snapshot = gate_snapshot(promotable, target)
-    request = PromotionRequest.objects.create(
+    request = _rollback_row(
         kind=kind,
-        candidate_id=target,
         parent_key=parent_key,
-        title=description.title[:200],
-        parent_label=description.parent_label[:200],
-        replaces_id=active,
-        is_rollback=True,
-        proposer=user,
+        target=target,
+        description=promotable.describe(target),
+        active=active,
+        user=user,
         rationale=f"The watch after activation (#{watch_id}) found the runs after the activation worse than before:"
         f" {reason}. Runs before and after differ in time as well, so people decide.",
-        gate_snapshot=snapshot,
+        gate_snapshot=gate_snapshot(promotable, target),
         required_approvals=promotable.approvals_required,
     )
     audit_record(
@@ -524,28 +553,18 @@ def rollback_emergency(*, actor: Actor, kind: str, parent_key: str, reason: str)
     except UnknownCandidate as exc:
         raise NotFound(str(exc), code="unknown_candidate") from None
     active = promotable.current_active(parent_key)
-    now = timezone.now()
     try:
         with transaction.atomic(durable=True):
-            request = PromotionRequest.objects.create(
+            request = _rollback_row(
                 kind=kind,
-                candidate_id=target,
                 parent_key=parent_key,
-                title=description.title[:200],
-                parent_label=description.parent_label[:200],
-                replaces_id=active,
-                is_rollback=True,
-                proposer=user,
+                target=target,
+                description=description,
+                active=active,
+                user=user,
                 rationale=reason,
                 gate_snapshot=gate.as_json(),
-                override_by=user,
-                override_reason=reason,
-                overridden_at=now,
-                required_approvals=0,
-                status=PromotionStatus.APPLIED,
-                applied_by=user,
-                applied_at=now,
-                closed_at=now,
+                applied_because=reason,
             )
             _after_expected_read(request)
             promotable.activate(actor=actor, candidate_id=target, expected_active_id=active)
