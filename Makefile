@@ -65,7 +65,7 @@ test: $(STAMP) services lint
 
 bench: $(STAMP) services
 	$(PIP) install --quiet -r $(BENCH_LOCK)
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) var/*.sqlite3* var/broker var/cache

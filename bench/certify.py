@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import statistics
@@ -46,7 +45,8 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import django_on
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,43 +57,6 @@ KIND = "procedure_version"
 
 
 # --- (a) the certificate --------------------------------------------------------------------------------------------
-
-
-def _urls() -> tuple[str, str]:
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
-
-
-def _setup_django() -> None:
-    import psycopg
-
-    bench_url, admin_url = _urls()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-    os.environ["WAYMARK_TEST_DATABASE_URL"] = bench_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/certify.py needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
-    settings.DATABASES["default"]["NAME"] = BENCH_DATABASE
-    settings.WAYMARK_CERTIFICATION_POLICY = {}  # the production default, not the test suite's relaxed one
-    try:
-        call_command("migrate", verbosity=0)
-    except Exception:  # a migration changed under the throwaway database (a shared working tree): start it afresh
-        from django.db import connection
-
-        connection.close()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{BENCH_DATABASE}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-        call_command("migrate", verbosity=0)
 
 
 def _arm_result(rng: random.Random, passed: bool, answered: bool) -> dict:
@@ -218,7 +181,10 @@ def _compute(paired: list) -> float:
 
 
 def bench_certificate(tasks: int, rounds: int) -> None:
-    _setup_django()
+    django_on(BENCH_DATABASE)
+    from django.conf import settings
+
+    settings.WAYMARK_CERTIFICATION_POLICY = {}  # the production default, not the test suite's relaxed one
     started = time.perf_counter()
     _load_cases(tasks)
     print(f"(a) stored {tasks:,} tasks' case rows ({2 * tasks:,} rows) in {time.perf_counter() - started:.1f} s")

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import django_on
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,28 +42,6 @@ CERTIFICATIONS_QUEUE = "bench-evolve-certifications"
 TASKS = 50
 MODEL_SECONDS = 0.2
 SPENT = {"model": 0.0, "evaluator": 0.0}
-
-
-def _setup_django() -> None:
-    import psycopg
-
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-    os.environ["WAYMARK_TEST_DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}"))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/evolve.py needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
-    settings.DATABASES["default"]["NAME"] = BENCH_DATABASE
-    call_command("migrate", verbosity=0)
 
 
 class SlowModel:
@@ -243,7 +221,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="measure both this many times (the figure's spread)")
     args = parser.parse_args()
     MODEL_SECONDS = args.model_ms / 1000
-    _setup_django()
+    django_on(BENCH_DATABASE)
     rounds = args.rounds
     print(f"{rounds} rounds, simulated model {args.model_ms} ms, {TASKS}-task evaluator answering at once")
     print(f"floor     {MODEL_SECONDS * 1000:8.1f} ms/round   (the model's wait alone)")

@@ -37,7 +37,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import create as create_database
+from _database import urls as database_urls
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -110,14 +112,8 @@ def report_core(per_call: dict[int, tuple[float, int]], calls: int) -> None:
 # -- (b) the whole stack ---------------------------------------------------------------------------------------------
 
 
-def _bench_urls() -> tuple[str, str]:
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
-
-
 def stack_environment() -> dict[str, str]:
-    database, _ = _bench_urls()
+    database, _ = database_urls(BENCH_DATABASE)
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.local",
@@ -132,18 +128,9 @@ def stack_environment() -> dict[str, str]:
     }
 
 
-def _ensure_database() -> None:
-    import psycopg
-
-    _, admin = _bench_urls()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-
-
 def prepare_stack() -> str:
     """Migrate the bench database, seed the demo workspace and return a fresh token (graphs:read, graphs:guide)."""
-    _ensure_database()
+    create_database(BENCH_DATABASE)
     os.environ.update(stack_environment())
     import django
 

@@ -19,12 +19,12 @@ Usage: .venv/bin/python bench/ingest.py   (DATABASE_URL names the PostgreSQL ser
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import django_on
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,36 +36,11 @@ BATCHES = 5
 TOOLS = ["lookup_policy", "check_account", "issue_refund", "notify", "lookup_order", "cancel_order"]
 
 
-def _bench_url() -> tuple[str, str]:
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
-
-
-def _ensure_database(admin_url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-
-
 def _setup_django() -> None:
-    bench_url, admin_url = _bench_url()
-    _ensure_database(admin_url)
-    os.environ["WAYMARK_TEST_DATABASE_URL"] = bench_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
+    django_on(BENCH_DATABASE)
     from django.test.utils import setup_test_environment
 
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/ingest.py needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
     setup_test_environment()  # lets the test client talk to "testserver"
-    call_command("migrate", verbosity=0)
 
 
 def _batch(tag: str) -> list[dict]:

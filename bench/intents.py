@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _database import django_on
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -123,28 +124,7 @@ PROPOSAL_DATABASE = "waymark_bench_intents"
 
 
 def _setup_django() -> None:
-    import os
-    from urllib.parse import urlsplit, urlunsplit
-
-    import psycopg
-
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [PROPOSAL_DATABASE]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{PROPOSAL_DATABASE}"')
-    os.environ["WAYMARK_TEST_DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{PROPOSAL_DATABASE}"))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/intents.py part 2 needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
-    settings.DATABASES["default"]["NAME"] = PROPOSAL_DATABASE
-    call_command("migrate", verbosity=0)
+    django_on(PROPOSAL_DATABASE)
     from config.celery import app
 
     app.conf.task_always_eager = False  # steps are run (and timed) by this script

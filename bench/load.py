@@ -51,7 +51,9 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import create as create_database
+from _database import urls as database_urls
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -95,20 +97,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _pg_urls() -> tuple[str, str]:
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    return urlunsplit(parts._replace(path=f"/{PG_DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
-
-
-def _fresh_pg_database(admin_url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')
 
 
 def _env(var_dir: Path, database_url: str | None) -> dict[str, str]:
@@ -376,9 +364,9 @@ class Server:
 
 def _database(kind: str, threads: int, sqlite_timeout: int, small_writers: int, per_agent: int | None) -> Server:
     var_dir = Path(tempfile.mkdtemp(prefix=f"waymark-load-{kind}-"))
-    pg_url, admin_url = _pg_urls()
+    pg_url, _ = database_urls(PG_DATABASE)
     if kind == "postgres":
-        _fresh_pg_database(admin_url)
+        create_database(PG_DATABASE, fresh=True)
     env = _env(var_dir, pg_url if kind == "postgres" else None)
     env["WAYMARK_SQLITE_TIMEOUT"] = str(sqlite_timeout)
     if per_agent is not None:

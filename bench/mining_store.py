@@ -36,7 +36,8 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import django_on
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,40 +46,8 @@ BENCH_DATABASE = "waymark_bench_mining"
 INTENT = "refund_request"
 
 
-def _urls() -> tuple[str, str]:
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
-
-
 def _setup_django() -> None:
-    import psycopg
-
-    bench_url, admin_url = _urls()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-    os.environ["WAYMARK_TEST_DATABASE_URL"] = bench_url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/mining_store.py needs PostgreSQL (set DATABASE_URL or start it on 127.0.0.1:5432)")
-    settings.DATABASES["default"]["NAME"] = BENCH_DATABASE
-    try:
-        call_command("migrate", verbosity=0)
-    except Exception:  # a migration changed under the throwaway database (a shared working tree): start it afresh
-        from django.db import connection
-
-        connection.close()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{BENCH_DATABASE}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-        call_command("migrate", verbosity=0)
+    django_on(BENCH_DATABASE)
     # Replays are run (and timed) by this script: queue tasks in memory instead of running them on commit.
     from config.celery import app
 

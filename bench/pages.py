@@ -34,7 +34,9 @@ import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from _database import create as create_database
+from _database import urls as database_urls
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -82,12 +84,6 @@ ROUND = "{round}"  # in a page's path: replaced by the request's number, so that
 RUNS_FOR_TIME = 1_000_000  # runs spread over 90 days at full scale (fewer runs: fewer days)
 
 
-def _urls() -> tuple[str, str]:
-    server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-    parts = urlsplit(server)
-    return urlunsplit(parts._replace(path=f"/{DATABASE}")), urlunsplit(parts._replace(path="/postgres"))
-
-
 def _env(database_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "WAYMARK_"))}
     env.update(
@@ -116,14 +112,6 @@ def _scale_of(url: str) -> tuple[int, int] | None:
     except psycopg.Error:
         return None
     return tuple(row) if row else None
-
-
-def _fresh(admin_url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DATABASE}"')
 
 
 def _steps_of(run: int, steps: int) -> list[tuple]:
@@ -355,11 +343,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="timed requests per page")
     parser.add_argument("--fresh", action="store_true", help="rebuild the database even if its scale matches")
     options = parser.parse_args()
-    url, admin_url = _urls()
+    url, _ = database_urls(DATABASE)
     env = _env(url)
     if options.fresh or _scale_of(url) != (options.runs, options.steps):
         print(f"building {DATABASE}: {options.runs:,} runs x {options.steps} steps ...", flush=True)
-        _fresh(admin_url)
+        create_database(DATABASE, fresh=True)
         _manage(env, "migrate", "--no-input", "-v", "0")
         _fill(url, options.runs, options.steps)
     else:
