@@ -11,10 +11,9 @@ from typing import Any, Literal
 import httpx2
 
 from . import _core
-from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Core, Operation, ResponseCache, RetryPolicy, Send, Sleep
+from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Operation, ResponseCache, RetryPolicy, Send, Sleep
 from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedures, PushResult
-from ._recording import PushMode, RecordedRun, _current, current_run, tool
-from ._sync import connection_settings, default_headers
+from ._recording import RecordedRun, current_run, tool
 
 
 class AsyncRun(RecordedRun):
@@ -31,36 +30,21 @@ class AsyncRun(RecordedRun):
         return await self._client.guidance(self.graph_workspace, **request, run=self)
 
 
-class AsyncRunContext:
+class AsyncRunContext(_core.RunContextBase):
     """`async with client.run(...) as run:`: as RunContext, awaited."""
 
-    def __init__(self, client: AsyncWaymark, run: AsyncRun, *, push: PushMode, pins: dict[str, Any]) -> None:
-        self._client = client
-        self.run = run
-        self._push = push
-        self._pins = pins
-        self._token: Any = None
-        self.pushed: PushResult | None = None
-
     async def __aenter__(self) -> AsyncRun:
-        client = self._client
-        await client._drive(_core.pin_run(client._core, self.run, **self._pins))
-        self.run.start()
-        self._token = _current.set(self.run)
-        return self.run
+        await self._client._drive(self._pinning())
+        return self._started()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        _current.reset(self._token)
-        self.run.finish(exc)
-        client = self._client
-        delivery = _core.deliver(client._core, client._buffer, self.run, self._push, raised=exc is not None)
-        self.pushed = await client._drive(delivery)
+        self.pushed = await self._client._drive(self._delivery(exc))
         return False
 
 
-class AsyncWaymark:
+class AsyncWaymark(_core.ClientBase[AsyncRunContext]):
     """The asyncio Waymark client: the same operations as `Waymark`, awaited. Job handlers may be coroutines.
 
     Connections belong to the event loop that opened them, so the client opens its pool in the loop that first
@@ -69,6 +53,8 @@ class AsyncWaymark:
     """
 
     tool = staticmethod(tool)
+    _run_class = AsyncRun
+    _context_class = AsyncRunContext
 
     def __init__(
         self,
@@ -81,31 +67,10 @@ class AsyncWaymark:
         transport: httpx2.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self.base_url, token = connection_settings(base_url, token)
-        self._core = Core(retry=retry, cache=cache)
-        self._buffer = _core.Buffer()
-        self._sleep = sleep
-        self._http_options: dict[str, Any] = {
-            "base_url": self.base_url,
-            "headers": default_headers(token),
-            "timeout": timeout,
-            "transport": transport,
-        }
+        super().__init__(base_url, token, timeout=timeout, retry=retry, cache=cache, transport=transport, sleep=sleep)
         self._http: httpx2.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return self._core.retry
-
-    @property
-    def cache(self) -> ResponseCache:
-        return self._core.cache
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buffer)
 
     def _connections(self) -> httpx2.AsyncClient:
         """The connection pool of the running loop (see the class): a pool whose loop has ended is left behind, its
@@ -169,31 +134,6 @@ class AsyncWaymark:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         await self.aclose(flush=exc is None)
-
-    def run(
-        self,
-        *,
-        task: str,
-        source: str,
-        intent: str = "",
-        external_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        workspace: str | None = None,
-        revision: str | int | None = None,
-        procedure: bool = False,
-        push: PushMode = "now",
-    ) -> AsyncRunContext:
-        run = AsyncRun(
-            self,
-            task=task,
-            source=source,
-            intent=intent,
-            external_id=external_id,
-            metadata=metadata,
-            graph_workspace=workspace or "",
-        )
-        pins = {"workspace": workspace, "revision": revision, "procedure_intent": intent if procedure else None}
-        return AsyncRunContext(self, run, push=push, pins=pins)
 
     async def push(self, runs: Iterable[Any], *, batch_size: int = DEFAULT_BATCH_RUNS) -> PushResult:
         return await self._drive(self._core.push(runs, batch_size=batch_size))

@@ -4,12 +4,15 @@ Each operation is a generator of *actions* (sans-IO): it yields `Send` (one HTTP
 the response, or throws the transport error into the generator), `Sleep` (wait before a retry) or `Call` (run the
 agent's own code, e.g. a job handler; the driver sends back its result or throws its exception), and returns its
 result. `Waymark` drives operations with `httpx2.Client` and `time.sleep`, `AsyncWaymark` with `httpx2.AsyncClient`
-and `asyncio.sleep` (awaiting a coroutine a `Call` returns), so no logic is written twice.
+and `asyncio.sleep` (awaiting a coroutine a `Call` returns), so no logic is written twice. What the two clients hold
+besides their connections (`ClientBase`) and what their run blocks do around the driven calls (`RunContextBase`) are
+here too: each client keeps only its plain or awaited lines.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 from collections import OrderedDict
@@ -24,9 +27,11 @@ import httpx2
 
 from ._errors import APIError, WaymarkConnectionError, error_class
 from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedure, Procedures, PushResult
-from ._recording import RecordedRun
+from ._recording import PushMode, RecordedRun, _current
 
 API = "/api/v1"
+DEFAULT_URL = "http://127.0.0.1:8000"
+USER_AGENT = "waymark-client/0.1"
 MAX_BATCH_RUNS = 1000  # WAYMARK_INGEST_MAX_RUNS
 DEFAULT_BATCH_RUNS = 100
 DEFAULT_BATCH_BYTES = 4 * 1024 * 1024  # under WAYMARK_INGEST_MAX_BYTES (5 MB)
@@ -543,3 +548,119 @@ def flush(core: Core, buffer: Buffer, *, batch_size: int) -> Operation[PushResul
     result = yield from core.push(list(unique.values()), batch_size=batch_size)
     buffer.drop(items)
     return result
+
+
+# -- what both clients hold ------------------------------------------------------------------------------------------
+
+
+def connection_settings(base_url: str | None, token: str | None) -> tuple[str, str]:
+    base_url = base_url or os.environ.get("WAYMARK_URL") or DEFAULT_URL
+    token = token if token is not None else os.environ.get("WAYMARK_TOKEN", "")
+    return base_url.rstrip("/"), token.strip()
+
+
+def default_headers(token: str) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+class RunContextBase:
+    """What a run block does around the calls its client drives: before the block, pin what the run starts with
+    (`_pinning()`, then `_started()`); after it, the run finished and its delivery (`_delivery()`)."""
+
+    def __init__(self, client: ClientBase[Any], run: RecordedRun, *, push: PushMode, pins: dict[str, Any]) -> None:
+        self._client = client
+        self.run = run
+        self._push = push
+        self._pins = pins
+        self._token: Any = None
+        self.pushed: PushResult | None = None
+
+    def _pinning(self) -> Operation[None]:
+        return pin_run(self._client._core, self.run, **self._pins)
+
+    def _started(self) -> Any:
+        """The run, started and current in this context (what `with` binds)."""
+        self.run.start()
+        self._token = _current.set(self.run)
+        return self.run
+
+    def _delivery(self, exc: BaseException | None) -> Operation[PushResult | None]:
+        _current.reset(self._token)
+        self.run.finish(exc)
+        return deliver(self._client._core, self._client._buffer, self.run, self._push, raised=exc is not None)
+
+
+class ClientBase[C: RunContextBase]:
+    """What `Waymark` and `AsyncWaymark` hold besides their connections: the settings the connections open with
+    (`_http_options`), the core, the buffer of runs and what waits between retries; and `run()`, which makes the
+    client's own run (`_run_class`) in its own run block (`_context_class`)."""
+
+    _run_class: Callable[..., RecordedRun]
+    _context_class: type[C]
+
+    def __init__(
+        self,
+        base_url: str | None,
+        token: str | None,
+        *,
+        timeout: Any,
+        retry: RetryPolicy | None,
+        cache: ResponseCache | None,
+        transport: Any,
+        sleep: Callable[[float], Any],
+    ) -> None:
+        self.base_url, token = connection_settings(base_url, token)
+        self._core = Core(retry=retry, cache=cache)
+        self._buffer = Buffer()
+        self._sleep = sleep
+        self._http_options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "headers": default_headers(token),
+            "timeout": timeout,
+            "transport": transport,
+        }
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._core.retry
+
+    @property
+    def cache(self) -> ResponseCache:
+        return self._core.cache
+
+    @property
+    def buffered(self) -> int:
+        """Runs waiting for `flush()`."""
+        return len(self._buffer)
+
+    def run(
+        self,
+        *,
+        task: str,
+        source: str,
+        intent: str = "",
+        external_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        workspace: str | None = None,
+        revision: str | int | None = None,
+        procedure: bool = False,
+        push: PushMode = "now",
+    ) -> C:
+        """Record a run: `with client.run(task=..., source=...) as run:` (`async with` for AsyncWaymark). With
+        `workspace`, the run pins that workspace's active graph (or `revision`) for its whole life; with
+        `procedure=True`, the active procedure of `intent`. On exit the run is pushed (`push="now"`), kept for
+        `flush()` (`"buffer"`) or left to you (`"never"`, e.g. to answer a job with it)."""
+        run = self._run_class(
+            self,
+            task=task,
+            source=source,
+            intent=intent,
+            external_id=external_id,
+            metadata=metadata,
+            graph_workspace=workspace or "",
+        )
+        pins = {"workspace": workspace, "revision": revision, "procedure_intent": intent if procedure else None}
+        return self._context_class(self, run, push=push, pins=pins)

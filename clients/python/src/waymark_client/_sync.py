@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -12,25 +11,9 @@ from typing import Any, Literal
 import httpx2
 
 from . import _core
-from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Core, Operation, ResponseCache, RetryPolicy, Send, Sleep
+from ._core import DEFAULT_BATCH_RUNS, JOB_KINDS, Call, Operation, ResponseCache, RetryPolicy, Send, Sleep
 from ._models import GraphRevision, Guidance, Job, JobAnswer, JobOutcome, Procedures, PushResult
-from ._recording import PushMode, RecordedRun, _current, current_run, tool
-
-DEFAULT_URL = "http://127.0.0.1:8000"
-USER_AGENT = "waymark-client/0.1"
-
-
-def connection_settings(base_url: str | None, token: str | None) -> tuple[str, str]:
-    base_url = base_url or os.environ.get("WAYMARK_URL") or DEFAULT_URL
-    token = token if token is not None else os.environ.get("WAYMARK_TOKEN", "")
-    return base_url.rstrip("/"), token.strip()
-
-
-def default_headers(token: str) -> dict[str, str]:
-    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
+from ._recording import RecordedRun, current_run, tool
 
 
 class Run(RecordedRun):
@@ -47,36 +30,21 @@ class Run(RecordedRun):
         return self._client.guidance(self.graph_workspace, **request, run=self)
 
 
-class RunContext:
+class RunContext(_core.RunContextBase):
     """`with client.run(...) as run:` pins the graph / procedure, records, then pushes (or buffers) the run."""
 
-    def __init__(self, client: Waymark, run: Run, *, push: PushMode, pins: dict[str, Any]) -> None:
-        self._client = client
-        self.run = run
-        self._push = push
-        self._pins = pins
-        self._token: Any = None
-        self.pushed: PushResult | None = None
-
     def __enter__(self) -> Run:
-        client = self._client
-        client._drive(_core.pin_run(client._core, self.run, **self._pins))
-        self.run.start()
-        self._token = _current.set(self.run)
-        return self.run
+        self._client._drive(self._pinning())
+        return self._started()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        _current.reset(self._token)
-        self.run.finish(exc)
-        client = self._client
-        delivery = _core.deliver(client._core, client._buffer, self.run, self._push, raised=exc is not None)
-        self.pushed = client._drive(delivery)
+        self.pushed = self._client._drive(self._delivery(exc))
         return False
 
 
-class Waymark:
+class Waymark(_core.ClientBase[RunContext]):
     """The synchronous Waymark client.
 
     `base_url` and `token` default to the environment's `WAYMARK_URL` and `WAYMARK_TOKEN`. `retry` is the
@@ -84,6 +52,8 @@ class Waymark:
     transport (tests pass `httpx2.MockTransport`), `sleep` what waits between retries."""
 
     tool = staticmethod(tool)
+    _run_class = Run
+    _context_class = RunContext
 
     def __init__(
         self,
@@ -96,26 +66,8 @@ class Waymark:
         transport: httpx2.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.base_url, token = connection_settings(base_url, token)
-        self._core = Core(retry=retry, cache=cache)
-        self._buffer = _core.Buffer()
-        self._sleep = sleep
-        self._http = httpx2.Client(
-            base_url=self.base_url, headers=default_headers(token), timeout=timeout, transport=transport
-        )
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return self._core.retry
-
-    @property
-    def cache(self) -> ResponseCache:
-        return self._core.cache
-
-    @property
-    def buffered(self) -> int:
-        """Runs waiting for `flush()`."""
-        return len(self._buffer)
+        super().__init__(base_url, token, timeout=timeout, retry=retry, cache=cache, transport=transport, sleep=sleep)
+        self._http = httpx2.Client(**self._http_options)
 
     # -- the driver --------------------------------------------------------------------------------------------------
 
@@ -164,35 +116,6 @@ class Waymark:
         self.close(flush=exc is None)
 
     # -- runs --------------------------------------------------------------------------------------------------------
-
-    def run(
-        self,
-        *,
-        task: str,
-        source: str,
-        intent: str = "",
-        external_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        workspace: str | None = None,
-        revision: str | int | None = None,
-        procedure: bool = False,
-        push: PushMode = "now",
-    ) -> RunContext:
-        """Record a run: `with client.run(task=..., source=...) as run:`. With `workspace`, the run pins that
-        workspace's active graph (or `revision`) for its whole life; with `procedure=True`, the active procedure of
-        `intent`. On exit the run is pushed (`push="now"`), kept for `flush()` (`"buffer"`) or left to you
-        (`"never"`, e.g. to answer a job with it)."""
-        run = Run(
-            self,
-            task=task,
-            source=source,
-            intent=intent,
-            external_id=external_id,
-            metadata=metadata,
-            graph_workspace=workspace or "",
-        )
-        pins = {"workspace": workspace, "revision": revision, "procedure_intent": intent if procedure else None}
-        return RunContext(self, run, push=push, pins=pins)
 
     def push(self, runs: Iterable[Any], *, batch_size: int = DEFAULT_BATCH_RUNS) -> PushResult:
         """Store runs (mappings in the ingest format or recorded runs) in batches, each retried safely."""
