@@ -8,8 +8,7 @@ from ninja import Query, Router, Status
 
 from accounts.api_auth import scoped
 from accounts.services import Actor
-from common.cursors import InvalidCursor
-from common.errors import ApiError, Error
+from common.errors import ApiError, Error, cursor_checked
 
 from . import selectors, services
 from .schemas import CandidatePageIn, CandidatePageOut, CandidatesIn, CandidatesSubmitOut, VectorsIn, VectorsOut
@@ -50,10 +49,8 @@ def _refused(error: services.InputRejected) -> ApiError:
 )
 def list_candidates(request: HttpRequest, page: Query[CandidatePageIn]):
     filters = selectors.CandidateFilters(kind=page.kind or "", label=page.label or "", source=page.source or "")
-    try:
+    with cursor_checked():
         found = selectors.candidate_page(filters=filters, cursor=page.cursor, limit=page.limit)
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc)) from None
     return Status(200, {"items": [candidate_out(item) for item in found.candidates], "next_cursor": found.next_cursor})
 
 

@@ -18,8 +18,8 @@ from ninja import Path, Query, Router, Status
 
 from accounts.api_auth import scoped
 from accounts.services import Actor
-from common.cursors import IntCursor, InvalidCursor
-from common.errors import ApiError, Error
+from common.cursors import IntCursor
+from common.errors import ApiError, Error, cursor_checked
 from reviews.errors import ReviewError
 
 from ..models import IntentCandidateRecord, IntentJudgment, IntentTaxonomy, TaxonomyVersion
@@ -118,10 +118,8 @@ def active_taxonomy(request: HttpRequest, response: HttpResponse):
     summary="Taxonomy versions, newest first (cursor pages; intents and changes left out)",
 )
 def list_versions(request: HttpRequest, page: Query[TaxonomyPageIn]):
-    try:
+    with cursor_checked():
         before = VERSION_CURSOR.decode(page.cursor) if page.cursor else None
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc)) from None
     found = _pointer()
     if found is None:
         return Status(200, {"items": [], "next_cursor": None})

@@ -16,8 +16,7 @@ from ninja import Path, Query, Router, Status
 
 from accounts.api_auth import scoped
 from accounts.services import Actor
-from common.cursors import InvalidCursor
-from common.errors import ApiError, Error
+from common.errors import ApiError, Error, cursor_checked
 
 from ..taxonomy.schemas import AlertDecisionIn, AlertOut, AlertPageIn, AlertPageOut
 from . import selectors
@@ -57,10 +56,8 @@ def alert_out(alert: NoveltyAlert) -> dict:
     summary="Novelty alerts, newest first (cursor pages; filter by status)",
 )
 def list_alerts(request: HttpRequest, page: Query[AlertPageIn]):
-    try:
+    with cursor_checked():
         found = selectors.alert_page(status=page.status or "", cursor=page.cursor, limit=page.limit)
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc)) from None
     return Status(200, {"items": [alert_out(alert) for alert in found.alerts], "next_cursor": found.next_cursor})
 
 

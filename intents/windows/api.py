@@ -13,8 +13,7 @@ from ninja import Query, Router, Status
 from accounts.api_auth import scoped
 from accounts.roles import Role, require_role
 from accounts.services import Actor
-from common.cursors import InvalidCursor
-from common.errors import ApiError, Error
+from common.errors import ApiError, Error, cursor_checked
 
 from . import selectors
 from .schemas import DriftCompareIn, DriftOut, DriftPageOut, PageIn, WindowAnalyzeIn, WindowOut, WindowPageOut
@@ -97,14 +96,6 @@ def _refused(error: WindowRefused) -> ApiError:
     return ApiError(error.status, error.code, str(error))
 
 
-def _page(select, page: PageIn):
-    """One cursor page from `select`; a cursor we did not issue is a 400 `bad_cursor`."""
-    try:
-        return select(cursor=page.cursor, limit=page.limit)
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc)) from None
-
-
 @router.get(
     "",
     auth=READ,
@@ -112,7 +103,8 @@ def _page(select, page: PageIn):
     summary="Window analyses, newest first (cursor pages; clusters and novelty left out)",
 )
 def list_windows(request: HttpRequest, page: Query[PageIn]):
-    found = _page(selectors.analysis_page, page)
+    with cursor_checked():
+        found = selectors.analysis_page(cursor=page.cursor, limit=page.limit)
     return Status(200, {"items": [window_summary(item) for item in found.analyses], "next_cursor": found.next_cursor})
 
 
@@ -149,7 +141,8 @@ def analyze_window(request: HttpRequest, body: WindowAnalyzeIn):
     summary="Drift reports, newest first (cursor pages; changes left out)",
 )
 def list_drift(request: HttpRequest, page: Query[PageIn]):
-    found = _page(selectors.drift_page, page)
+    with cursor_checked():
+        found = selectors.drift_page(cursor=page.cursor, limit=page.limit)
     return Status(200, {"items": [drift_summary(item) for item in found.reports], "next_cursor": found.next_cursor})
 
 
