@@ -14,8 +14,7 @@ from pydantic import ValidationError
 
 from accounts.api_auth import scoped
 from accounts.services import Actor
-from common.cursors import InvalidCursor
-from common.errors import ApiError, Error
+from common.errors import ApiError, Error, cursor_checked
 from common.plain_models import plain_model
 from common.text import first_unencodable, is_json_request
 from llm.core import ModelError, ModelReplyIncomplete, ModelReplyInvalid
@@ -65,6 +64,16 @@ def _revision_out(revision) -> dict:
 
 def _bad_ref(exc: Exception) -> ApiError:
     return ApiError(422, "invalid_revision", str(exc))
+
+
+def _revision_at(ws: str, ref: str):
+    """The workspace's revision `ref` names (seq or digest prefix): 404 for none, 422 `invalid_revision` for a bad
+    or ambiguous ref."""
+    workspace = selectors.workspace_by_slug(ws)
+    try:
+        return selectors.resolve_revision(workspace, ref)
+    except selectors.InvalidRef as exc:
+        raise _bad_ref(exc)
 
 
 @router.get(
@@ -160,10 +169,8 @@ def active_graph_response(request: HttpRequest, ws: str) -> HttpResponse:
 )
 def list_revisions(request: HttpRequest, ws: str, page: Query[RevisionPageIn]):
     workspace = selectors.workspace_by_slug(ws)
-    try:
+    with cursor_checked():
         found = selectors.revision_page(workspace, cursor=page.cursor, limit=page.limit)
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc))
     return Status(200, {"items": [_revision_out(r) for r in found.revisions], "next_cursor": found.next_cursor})
 
 
@@ -174,14 +181,9 @@ def list_revisions(request: HttpRequest, ws: str, page: Query[RevisionPageIn]):
     summary="One graph revision by seq number or digest (a unique prefix of at least 4 hex characters)",
 )
 def get_revision(request: HttpRequest, ws: str, ref: str):
-    workspace = selectors.workspace_by_slug(ws)
-    try:
-        revision = selectors.resolve_revision(workspace, ref)
-    except selectors.InvalidRef as exc:
-        raise _bad_ref(exc)
+    revision = _revision_at(ws, ref)
     graph = selectors.graph_of(revision)
-    response = Status(200, {"workspace": workspace.slug, **_revision_out(revision), "graph": graph.to_refiner_json()})
-    return response
+    return Status(200, {"workspace": ws, **_revision_out(revision), "graph": graph.to_refiner_json()})
 
 
 def _ref(revision) -> dict:
@@ -205,14 +207,6 @@ def certification_out(certification) -> dict:
         "created_at": certification.created_at,
         "finished_at": certification.finished_at,
     }
-
-
-def _revision_at(ws: str, ref: str):
-    workspace = selectors.workspace_by_slug(ws)
-    try:
-        return selectors.resolve_revision(workspace, ref)
-    except selectors.InvalidRef as exc:
-        raise _bad_ref(exc)
 
 
 @router.post(
