@@ -26,3 +26,14 @@ class IntCursor:
         if not text.startswith(self.prefix) or not (number.isascii() and number.isdigit()):
             raise InvalidCursor("the cursor is not one this API issued")
         return int(number)
+
+    def page(self, rows, cursor: str | None, limit: int, *, key: str = "id") -> tuple[list, str | None]:
+        """One page of `rows` (a queryset), newest first by the integer column `key`: at most `limit` rows below
+        the one `cursor` names, and the cursor of the next page (None on the last). One query; InvalidCursor for a
+        cursor this one did not issue."""
+        rows = rows.order_by(f"-{key}")
+        if cursor:
+            rows = rows.filter(**{f"{key}__lt": self.decode(cursor)})
+        found = list(rows[: limit + 1])
+        next_cursor = self.encode(getattr(found[limit - 1], key)) if len(found) > limit else None
+        return found[:limit], next_cursor

@@ -102,14 +102,8 @@ class ProposalPage:
 
 def proposal_page(*, cursor: str | None = None, limit: int = 20) -> ProposalPage:
     """Proposal runs, newest first, with who started them (one query). InvalidCursor for a foreign cursor."""
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = IntentProposalRun.objects.select_related("started_by").order_by("-id")
-    if cursor:
-        rows = rows.filter(id__lt=PROPOSAL_CURSOR.decode(cursor))
-    found = list(rows[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return ProposalPage(found, PROPOSAL_CURSOR.encode(found[-1].pk) if more else None)
+    rows = IntentProposalRun.objects.select_related("started_by")
+    return ProposalPage(*PROPOSAL_CURSOR.page(rows, cursor, max(1, min(limit, MAX_PAGE_SIZE))))
 
 
 def proposal_of(run_id: int | None) -> IntentProposalRun:
@@ -160,14 +154,8 @@ def candidate_page(
     *, filters: CandidateFilters = CandidateFilters(), cursor: str | None = None, limit: int = 50
 ) -> CandidatePage:
     """Candidates, newest first, with their batch and submitter (one query). InvalidCursor for a foreign cursor."""
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = filters.apply(IntentCandidateRecord.objects.select_related("batch", "submitted_by")).order_by("-id")
-    if cursor:
-        rows = rows.filter(id__lt=CANDIDATE_CURSOR.decode(cursor))
-    found = list(rows[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return CandidatePage(found, CANDIDATE_CURSOR.encode(found[-1].pk) if more else None)
+    rows = filters.apply(IntentCandidateRecord.objects.select_related("batch", "submitted_by"))
+    return CandidatePage(*CANDIDATE_CURSOR.page(rows, cursor, max(1, min(limit, MAX_PAGE_SIZE))))
 
 
 def candidates_of_run(run: IntentProposalRun, *, limit: int = 500) -> list[IntentCandidateRecord]:

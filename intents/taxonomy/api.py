@@ -118,24 +118,15 @@ def active_taxonomy(request: HttpRequest, response: HttpResponse):
     summary="Taxonomy versions, newest first (cursor pages; intents and changes left out)",
 )
 def list_versions(request: HttpRequest, page: Query[TaxonomyPageIn]):
-    with cursor_checked():
-        before = VERSION_CURSOR.decode(page.cursor) if page.cursor else None
     found = _pointer()
     if found is None:
-        return Status(200, {"items": [], "next_cursor": None})
-    rows = _versions(found).defer("document", "changes", "parent__document", "parent__changes").order_by("-number")
-    if before is not None:
-        rows = rows.filter(number__lt=before)
-    items = list(rows[: page.limit + 1])
-    more = len(items) > page.limit
-    items = items[: page.limit]
-    return Status(
-        200,
-        {
-            "items": [_summary_out(version, found.active_version_id) for version in items],
-            "next_cursor": VERSION_CURSOR.encode(items[-1].number) if more else None,
-        },
-    )
+        rows = TaxonomyVersion.objects.none()  # no taxonomy yet: no version (and no query), a foreign cursor a 400
+    else:
+        rows = _versions(found).defer("document", "changes", "parent__document", "parent__changes")
+    with cursor_checked():
+        items, next_cursor = VERSION_CURSOR.page(rows, page.cursor, page.limit, key="number")
+    active_id = found.active_version_id if found else None
+    return Status(200, {"items": [_summary_out(version, active_id) for version in items], "next_cursor": next_cursor})
 
 
 @router.get(

@@ -129,14 +129,8 @@ class AnalysisPage:
 
 def analysis_page(*, cursor: str | None = None, limit: int = 20) -> AnalysisPage:
     """One page of analyses, newest first, without their documents (InvalidCursor for a cursor we did not issue)."""
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = WindowAnalysis.objects.select_related("created_by").defer(*LIST_DEFERRED).order_by("-id")
-    if cursor:
-        rows = rows.filter(id__lt=ANALYSIS_CURSOR.decode(cursor))
-    found = list(rows[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return AnalysisPage(found, ANALYSIS_CURSOR.encode(found[-1].pk) if more else None)
+    rows = WindowAnalysis.objects.select_related("created_by").defer(*LIST_DEFERRED)
+    return AnalysisPage(*ANALYSIS_CURSOR.page(rows, cursor, max(1, min(limit, MAX_PAGE_SIZE))))
 
 
 def analysis_choices(limit: int = 50) -> list[WindowAnalysis]:
@@ -181,18 +175,10 @@ class DriftPage:
 
 
 def drift_page(*, cursor: str | None = None, limit: int = 20) -> DriftPage:
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = (
-        DriftReport.objects.select_related("created_by", "before", "after")
-        .defer(*DRIFT_LIST_DEFERRED, *(f"before__{f}" for f in LIST_DEFERRED), *(f"after__{f}" for f in LIST_DEFERRED))
-        .order_by("-id")
+    rows = DriftReport.objects.select_related("created_by", "before", "after").defer(
+        *DRIFT_LIST_DEFERRED, *(f"before__{f}" for f in LIST_DEFERRED), *(f"after__{f}" for f in LIST_DEFERRED)
     )
-    if cursor:
-        rows = rows.filter(id__lt=DRIFT_CURSOR.decode(cursor))
-    found = list(rows[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return DriftPage(found, DRIFT_CURSOR.encode(found[-1].pk) if more else None)
+    return DriftPage(*DRIFT_CURSOR.page(rows, cursor, max(1, min(limit, MAX_PAGE_SIZE))))
 
 
 def drift_of(report_id: int | None) -> DriftReport:
@@ -236,16 +222,10 @@ class AlertPage:
 
 
 def alert_page(*, status: str = "", cursor: str | None = None, limit: int = 50) -> AlertPage:
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = NoveltyAlert.objects.select_related("decided_by").order_by("-id")
+    rows = NoveltyAlert.objects.select_related("decided_by")
     if status:
         rows = rows.filter(status=status)
-    if cursor:
-        rows = rows.filter(id__lt=ALERT_CURSOR.decode(cursor))
-    found = list(rows[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return AlertPage(found, ALERT_CURSOR.encode(found[-1].pk) if more else None)
+    return AlertPage(*ALERT_CURSOR.page(rows, cursor, max(1, min(limit, MAX_PAGE_SIZE))))
 
 
 def alert_of(alert_id: int | None) -> NoveltyAlert:
