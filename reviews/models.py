@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from common.leases.models import Leased
+
 from .choices import PENDING_STATUSES, DeliveryStatus, PromotionStatus, Verdict, WebhookEvent
 
 
@@ -151,15 +153,16 @@ class WebhookEndpoint(models.Model):
         return self.url
 
 
-class WebhookDelivery(models.Model):
-    """Outbox row: written in the transaction of the change it announces, sent by a Celery task after commit."""
+class WebhookDelivery(Leased):
+    """Outbox row: written in the transaction of the change it announces, sent by a Celery task after commit. Each
+    attempt holds the row's lease (common.leases) while it sends; `due_at` is when it may be tried (next)."""
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
     event = models.CharField(max_length=40, choices=WebhookEvent.choices)
     payload = models.JSONField()
     status = models.CharField(max_length=8, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(default=timezone.now)
+    due_at = models.DateTimeField(default=timezone.now, help_text="its creation, then each failed attempt's backoff")
     last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -167,7 +170,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+        indexes = [models.Index(fields=["status", "due_at"], name="reviews_delivery_due")]
 
     def __str__(self) -> str:
         return f"{self.event} → {self.endpoint_id} ({self.status})"

@@ -2,9 +2,11 @@
 
 An activation or rollback (reviews.services) calls `webhook_outbox` inside its own transaction: one delivery row per
 active endpoint subscribed to the event, and a Celery task enqueued on commit for each. `webhook_delivery_attempt`
-claims a due delivery, POSTs it signed as Standard Webhooks (pinned to the address that was checked: public
-addresses only) and records the attempt; failures back off exponentially up to WEBHOOK_MAX_ATTEMPTS. Endpoint
-changes need the admin role and are audited.
+takes the lease of a due delivery (common.leases, for WEBHOOK_CLAIM), POSTs it signed as Standard Webhooks (pinned
+to the address that was checked: public addresses only) and records the attempt, releasing the lease; failures back
+off exponentially (`due_at`) up to WEBHOOK_MAX_ATTEMPTS. A worker that dies during an attempt leaves its lease to run
+out, or to be ended at once when its process is known dead (reviews.apps registers the take-over). Endpoint changes
+need the admin role and are audited.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import secrets
 import socket
 import ssl
 import time
+import uuid
 from datetime import datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit
@@ -28,6 +31,8 @@ from standardwebhooks.webhooks import Webhook
 
 from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
+from common.leases import lease_claim, lease_clear, lease_free, owner_name
+from common.liveness import process_name
 
 from .errors import Invalid
 from .models import DeliveryStatus, PromotionRequest, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -36,7 +41,7 @@ WEBHOOK_MAX_ATTEMPTS = 6
 WEBHOOK_BASE_DELAY = timedelta(seconds=30)
 WEBHOOK_MAX_DELAY = timedelta(hours=1)
 WEBHOOK_TIMEOUT_SECONDS = 5  # for the connection and for each read: a slow endpoint is a failed attempt
-WEBHOOK_CLAIM = timedelta(minutes=2)  # a claimed attempt not recorded by then may be tried again
+WEBHOOK_CLAIM = timedelta(minutes=2)  # an attempt's lease: not recorded by then, the attempt may be tried again
 LOST_ATTEMPT = "no result: the worker stopped during this attempt"
 
 
@@ -208,23 +213,35 @@ def webhook_endpoint_set_active(*, actor: Actor, endpoint: WebhookEndpoint, acti
     return locked
 
 
-def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
-    """Take the next attempt of a due delivery (its claim window: WEBHOOK_CLAIM). A claim that finds more claims
-    than attempt rows first logs the attempts whose worker stopped before recording them (LOST_ATTEMPT); a delivery
-    that has used WEBHOOK_MAX_ATTEMPTS claims ends `failed` with the reason instead (None: nothing to send)."""
+def webhook_worker_name(task_id: str | None = None) -> str:
+    """The lease owner of an attempt: `<host>:<pid>:<task id>` (common.liveness reads the process from it)."""
+    return f"{process_name()}:{task_id or uuid.uuid4().hex[:12]}"
+
+
+def _due(now: datetime):
+    """Pending deliveries due at `now` that no attempt holds (a lease ending exactly now has run out)."""
+    return WebhookDelivery.objects.filter(
+        lease_free(now, ended_at_expiry=True), status=DeliveryStatus.PENDING, due_at__lte=now
+    )
+
+
+def _claim(delivery_id: int, now: datetime, worker: str | None = None) -> WebhookDelivery | None:
+    """Take the lease of a due delivery for its next attempt (WEBHOOK_CLAIM). A claim that finds more attempts
+    counted than logged first logs the attempts whose worker stopped before recording them (LOST_ATTEMPT, at the time
+    their lease began); a delivery that has used WEBHOOK_MAX_ATTEMPTS attempts ends `failed` with the reason instead
+    (None: nothing to send)."""
+    worker = worker or webhook_worker_name()
     with transaction.atomic(durable=True):
         delivery = (
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
-            .select_related("endpoint")
-            .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-            .first()
+            _due(now).select_for_update(skip_locked=True).select_related("endpoint").filter(pk=delivery_id).first()
         )
         if delivery is None:
             return None
         logged = set(WebhookAttempt.objects.filter(delivery=delivery).values_list("number", flat=True))
         lost = [number for number in range(1, delivery.attempts + 1) if number not in logged]
         if lost:
-            claimed_at = min(delivery.next_attempt_at - WEBHOOK_CLAIM, now)  # when the lost attempt's claim began
+            ended = delivery.lease_expires_at or now
+            claimed_at = min(ended - WEBHOOK_CLAIM, now)  # its lease's start (earlier, when a take-over ended it early)
             WebhookAttempt.objects.bulk_create(
                 [
                     WebhookAttempt(delivery=delivery, number=number, attempted_at=claimed_at, error=LOST_ATTEMPT)
@@ -235,11 +252,21 @@ def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
         if delivery.attempts >= WEBHOOK_MAX_ATTEMPTS:
             delivery.status = DeliveryStatus.FAILED
             delivery.last_error = f"gave up after {delivery.attempts} attempts: {delivery.last_error or LOST_ATTEMPT}"
-            delivery.save(update_fields=["status", "last_status_code", "last_error"])
+            lease_clear(delivery)
+            delivery.save(update_fields=["status", "last_status_code", "last_error", "lease_owner", "lease_expires_at"])
             return None
         delivery.attempts += 1
-        delivery.next_attempt_at = now + WEBHOOK_CLAIM
-        delivery.save(update_fields=["attempts", "next_attempt_at", "last_status_code", "last_error"])
+        if not lease_claim(
+            WebhookDelivery.objects.filter(pk=delivery.pk),
+            owner=worker,
+            seconds=WEBHOOK_CLAIM,
+            now=now,
+            ended_at_expiry=True,
+            attempts=delivery.attempts,
+            last_status_code=delivery.last_status_code,
+            last_error=delivery.last_error,
+        ):
+            return None  # not reached: the row is locked and its lease free
     return delivery
 
 
@@ -293,17 +320,22 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, s
     return status, f"HTTP {status}"
 
 
-def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> WebhookDelivery | None:
-    """Send one due delivery (outside any transaction), log the attempt, schedule a retry with backoff on failure.
-    None when the delivery is not due (sent, failed, claimed or waiting for its next attempt).
+def webhook_delivery_attempt(
+    *, delivery_id: int, now: datetime | None = None, worker: str | None = None
+) -> WebhookDelivery | None:
+    """Send one due delivery (outside any transaction) under its lease, log the attempt, release the lease and
+    schedule a retry with backoff on failure. None when the delivery is not due (sent, failed, held by another
+    attempt or waiting for its next one). `worker`: the lease's owner (webhook_worker_name; a fresh one by default).
 
     At least once: a worker that dies after the receiver got the request but before the attempt is recorded leaves
-    the claim to run out (WEBHOOK_CLAIM); the next claim logs the attempt as lost and sends again with the same
-    `webhook-id` (receivers drop duplicates by it). Claims are bounded by WEBHOOK_MAX_ATTEMPTS (see _claim).
+    its lease to run out (WEBHOOK_CLAIM), or to be ended when its process is known dead; the next claim logs the
+    attempt as lost and sends again with the same `webhook-id` (receivers drop duplicates by it). Claims are bounded
+    by WEBHOOK_MAX_ATTEMPTS (see _claim).
 
     Delivery bookkeeping (attempt rows, statuses) writes no audit event: the attempt log is its record."""
     now = now or timezone.now()
-    delivery = _claim(delivery_id, now)
+    worker = worker or webhook_worker_name()
+    delivery = _claim(delivery_id, now, worker)
     if delivery is None:
         return None
     body = webhook_body(delivery.payload)
@@ -323,35 +355,43 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
     number = delivery.attempts
     with transaction.atomic(durable=True):
         current = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
-        # A later claim may have logged this attempt as lost (we outlived the claim window): give it its result.
+        # A later claim may have logged this attempt as lost (our lease ran out): give it its result.
         WebhookAttempt.objects.update_or_create(
             delivery=current,
             number=number,
             defaults={"attempted_at": now, "status_code": status_code, "error": error, "duration_ms": duration_ms},
         )
+        held = current.lease_owner == owner_name(worker) and current.attempts == number
         if ok:
             if current.status != DeliveryStatus.SENT:
                 current.status, current.sent_at = DeliveryStatus.SENT, finished
-        elif current.status != DeliveryStatus.PENDING or current.attempts != number:
-            return current  # another attempt was claimed since, or the delivery ended: it decides what comes next
+        elif current.status != DeliveryStatus.PENDING or not held:
+            return current  # another attempt holds it since, or the delivery ended: it decides what comes next
         elif number >= WEBHOOK_MAX_ATTEMPTS:
             current.status = DeliveryStatus.FAILED
         else:
             retry_in = webhook_backoff(number)
-            current.next_attempt_at = now + retry_in
+            current.due_at = now + retry_in
+        if held:
+            lease_clear(current)  # a newer attempt's lease is its own to release
         current.last_status_code = status_code
         current.last_error = error
-        current.save(update_fields=["last_status_code", "last_error", "status", "sent_at", "next_attempt_at"])
+        current.save(
+            update_fields=[
+                "last_status_code", "last_error", "status", "sent_at", "due_at", "lease_owner", "lease_expires_at"
+            ]
+        )  # fmt: skip
         if retry_in is not None:
             transaction.on_commit(partial(_enqueue_deliveries, [current.pk], retry_in.total_seconds()))
     return current
 
 
 def webhook_deliveries_due(now: datetime | None = None, limit: int = 100) -> list[int]:
-    """Pending deliveries whose next attempt is due (for the periodic sweep that recovers lost retries)."""
-    now = now or timezone.now()
-    return list(
-        WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at")
-        .values_list("pk", flat=True)[:limit]
-    )
+    """Pending deliveries due and not held by an attempt (for the periodic sweep that recovers lost retries and the
+    attempts of dead workers)."""
+    return list(_due(now or timezone.now()).order_by("due_at").values_list("pk", flat=True)[:limit])
+
+
+def webhook_deliveries_take_over(delivery_ids: list[int]) -> None:
+    """common.leases' take-over of deliveries whose worker process died (their leases just ended): try them now."""
+    _enqueue_deliveries(list(delivery_ids))

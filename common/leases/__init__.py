@@ -6,8 +6,8 @@ write while held, heartbeat, release, the take-over of dead workers' leases) and
 module, imported once the app registry is ready).
 
 Used by: offline replays (procedures), graph evolution runs and certifications (graphs), proposal runs (intents),
-rubric jobs (rubrics), the watch after activation (uplift) and evaluation jobs (trajectories: their columns and
-`lease_free`; agents claim them over the API, so the claim is their own).
+rubric jobs (rubrics), webhook delivery attempts (reviews), the watch after activation (uplift) and evaluation jobs
+(trajectories: their columns and `lease_free`; agents claim them over the API, so the claim is their own).
 """
 
 from .services import (

@@ -24,6 +24,7 @@ LEASED_MODELS = [
     "graphs.GraphCertification",
     "intents.IntentProposalRun",
     "procedures.ReplayRun",
+    "reviews.WebhookDelivery",
     "rubrics.RubricJob",
     "trajectories.Job",
     "uplift.Watch",

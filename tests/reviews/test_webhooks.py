@@ -147,7 +147,7 @@ def test_a_failing_endpoint_is_retried_with_backoff_and_every_attempt_is_logged(
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
     assert delivery.last_status_code == 500
-    first_wait = delivery.next_attempt_at - delivery.attempt_log.get().attempted_at
+    first_wait = delivery.due_at - delivery.attempt_log.get().attempted_at
     assert first_wait == webhooks.webhook_backoff(1) == timedelta(seconds=30)
 
     # Not due yet: nothing is sent.
@@ -155,14 +155,14 @@ def test_a_failing_endpoint_is_retried_with_backoff_and_every_attempt_is_logged(
     assert len(receiver.received) == 1
 
     with django_capture_on_commit_callbacks(execute=True):
-        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.due_at)
     delivery.refresh_from_db()
     assert delivery.attempts == 2 and len(receiver.received) == 2
     second = WebhookAttempt.objects.get(delivery=delivery, number=2)
-    assert delivery.next_attempt_at - second.attempted_at == timedelta(seconds=60)
+    assert delivery.due_at - second.attempted_at == timedelta(seconds=60)
 
     receiver.status = 204
-    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+    webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.due_at)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 3
     assert list(delivery.attempt_log.values_list("number", "status_code")) == [(1, 500), (2, 500), (3, 204)]
@@ -177,11 +177,11 @@ def test_a_delivery_gives_up_after_the_last_attempt(admin_user, receiver):
     delivery = WebhookDelivery.objects.create(endpoint=endpoint, event="promotion.activated", payload={"x": 1})
     for _ in range(webhooks.WEBHOOK_MAX_ATTEMPTS):
         delivery.refresh_from_db()
-        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at)
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.due_at)
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.FAILED
     assert delivery.attempt_log.count() == webhooks.WEBHOOK_MAX_ATTEMPTS
-    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.next_attempt_at) is None
+    assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=delivery.due_at) is None
 
 
 @pytest.mark.django_db
@@ -244,7 +244,7 @@ def test_the_periodic_sweep_resends_due_deliveries_only(admin_user, receiver):
         endpoint=endpoint,
         event="promotion.activated",
         payload={"due": False},
-        next_attempt_at=timezone.now() + timedelta(minutes=5),
+        due_at=timezone.now() + timedelta(minutes=5),
     )
     assert deliver_due_webhooks() == 1
     due.refresh_from_db()
@@ -345,7 +345,7 @@ def test_the_last_failed_attempt_names_its_error_when_giving_up(admin_user, rece
     for _ in range(webhooks.WEBHOOK_MAX_ATTEMPTS - 1):
         webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
         delivery.refresh_from_db()
-        now = delivery.next_attempt_at
+        now = delivery.due_at
     dying_post(monkeypatch)
     with pytest.raises(WorkerDied):  # the last attempt's worker dies
         webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, now=now)
@@ -376,4 +376,46 @@ def test_an_attempt_recorded_after_its_claim_ran_out_fills_in_its_row_and_leaves
     delivery.refresh_from_db()
     assert list(delivery.attempt_log.values_list("number", "status_code")) == [(1, 500)]  # one row, its result
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 2
-    assert delivery.next_attempt_at == newer + webhooks.WEBHOOK_CLAIM  # the newer claim's window, not a backoff
+    # the newer attempt keeps its lease (no backoff, no release): it decides what comes next
+    assert delivery.lease_expires_at == newer + webhooks.WEBHOOK_CLAIM and delivery.due_at <= claimed
+
+
+@pytest.mark.django_db
+def test_an_attempt_whose_worker_process_died_is_taken_over_before_its_lease_runs_out(
+    admin_user, receiver, monkeypatch, django_capture_on_commit_callbacks
+):
+    """common.leases' take-over: the liveness check ends the dead worker's lease now (audited) and the delivery is
+    tried again at once, its lost attempt logged; a live worker's attempt is left alone."""
+    from django.conf import settings
+
+    from accounts.models import AuditEvent
+    from common import liveness
+
+    delivery = a_delivery(admin_user, receiver.url)
+    other = a_delivery(admin_user, receiver.url)
+    real = dying_post(monkeypatch, receiver)
+    with pytest.raises(WorkerDied):
+        webhooks.webhook_delivery_attempt(delivery_id=delivery.pk, worker="hooks-dead:101:task-a")
+    with pytest.raises(WorkerDied):
+        webhooks.webhook_delivery_attempt(delivery_id=other.pk, worker="hooks-live:202:task-b")
+    monkeypatch.setattr(webhooks, "_post", real)
+    assert webhooks.webhook_deliveries_due() == []  # both leases live for WEBHOOK_CLAIM
+    liveness.stamp("hooks-dead:101", at=time.time() - settings.WAYMARK_LIVENESS_STALE_SECONDS - 1)  # dead
+    liveness.stamp("hooks-live:202")  # alive
+
+    with django_capture_on_commit_callbacks(execute=True):  # eager: the take-over sends at once
+        released = liveness.dead_leases_release()
+
+    assert released["reviews.webhookdelivery"] == 1
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 2 and not delivery.lease_lives()
+    assert list(delivery.attempt_log.values_list("number", "error")) == [(1, webhooks.LOST_ATTEMPT), (2, "")]
+    event = AuditEvent.objects.get(verb="webhookdelivery.lease_released")
+    assert (event.actor_label, event.target_id, event.before["lease_owner"]) == (
+        "system",
+        str(delivery.pk),
+        "hooks-dead:101:task-a",
+    )
+    other.refresh_from_db()
+    assert (other.status, other.lease_owner, other.attempts) == (DeliveryStatus.PENDING, "hooks-live:202:task-b", 1)
+    assert other.lease_lives()
