@@ -345,14 +345,35 @@ _FIRST, _SECOND, _PATTERNS_OF_GROUPS, _AROUND, _GATE_MATCHES = _gate_tables()
 # Stage 2's offsets from the anchor, nearest first.
 _OFFSET_ORDER = sorted(range(-_REACH, _REACH + 1), key=lambda offset: (abs(offset - 0.5), offset))
 
-# High-entropy tokens: the runs of token characters (`_TOKEN`'s alphabet translated to "a", any other byte to " ").
-# A run of ENTROPY_MIN_LENGTH holds two whole aligned 8-byte words of "a"s, found by numpy on the text seen as
-# 8-byte words; only there is a run looked at in Python, measured (`_high_entropy`) when it is long enough and has a
-# digit.
+# High-entropy tokens, for all the texts at once. The runs of token characters (`_TOKEN`'s alphabet translated to
+# "a", any other byte to " "): a run of ENTROPY_MIN_LENGTH holds two whole aligned 8-byte words of "a"s, found by
+# numpy on the text seen as 8-byte words, and its ends are found from the bytes around those words. Then every run
+# long enough is put through `_high_entropy`'s tests of its characters at once (`_may_be_high`: the same tests, as
+# integer counts over the runs' bytes), and only the few that pass them are measured in Python by `_high_entropy`,
+# the rule itself.
 _TOKEN_CHARACTERS = string.ascii_letters + string.digits + "+/=_-"
 _RUN_BYTES = bytes(ord("a") if chr(byte) in _TOKEN_CHARACTERS else ord(" ") for byte in range(256))
 _ALL_RUN = np.frombuffer(b"a" * 8, np.uint64)[0]
-_DIGIT_SEARCH = re.compile("[0-9]").search
+_EIGHT = np.arange(8)
+# A token character's code for `_may_be_high`: its class (CLASS_CHANGE_MIN's, one bit each) and whether it is a
+# hexadecimal digit of either case; a pair of adjacent characters' code (their classes' bits, 4 and 4): whether the
+# class changes there (`_CLASS_CHANGES`), whether neither is a separator.
+_LOWER, _UPPER, _DIGIT_CLASS, _SEPARATE, _LOWER_HEX, _UPPER_HEX = 1, 2, 4, 8, 16, 32
+_CLASS_BIT = {ord("l"): _LOWER, ord("u"): _UPPER, ord("d"): _DIGIT_CLASS, ord("s"): _SEPARATE}
+_CHARACTER_CODES = bytes(
+    _CLASS_BIT[_CLASS_BYTES[byte]]
+    | (_LOWER_HEX if chr(byte) in _HEX[0] else 0)
+    | (_UPPER_HEX if chr(byte) in _HEX[1] else 0)
+    for byte in range(256)
+)
+_CLASS_CHANGE, _NO_SEPARATOR = 1, 2
+_CHANGES = {_CLASS_BIT[first] << 4 | _CLASS_BIT[second] for first, second in _CLASS_CHANGES}
+_NOT_SEPARATE = (_LOWER, _UPPER, _DIGIT_CLASS)
+_PAIR_CODES = bytes(
+    (_CLASS_CHANGE if pair in _CHANGES else 0)
+    | (_NO_SEPARATOR if pair >> 4 in _NOT_SEPARATE and pair & 15 in _NOT_SEPARATE else 0)
+    for pair in range(256)
+)
 
 
 def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> list[Finding]:
@@ -438,22 +459,52 @@ def _long_tokens(joined: str, data: bytes) -> list[int]:
     runs = data.translate(_RUN_BYTES)
     words = np.frombuffer(runs, np.uint64, count=len(runs) // 8) == _ALL_RUN
     pairs = np.flatnonzero(words[:-1] & words[1:])
-    hits = []
-    end = -1
-    for word in pairs.tolist():
-        at = word * 8
-        if at < end:  # inside the run already looked at
-            continue
-        start = runs.rfind(b" ", 0, at) + 1
-        end = runs.find(b" ", at)
-        end = len(runs) if end < 0 else end
-        if (
-            end - start >= ENTROPY_MIN_LENGTH
-            and _DIGIT_SEARCH(joined, start, end)
-            and _high_entropy(joined[start:end]) is not None
-        ):
-            hits.append(start)
-    return hits
+    if not pairs.size:
+        return []
+    # Consecutive pairs are one run of whole words: words first .. last + 1.
+    breaks = np.flatnonzero(np.diff(pairs) != 1)
+    first = pairs[np.concatenate(([0], breaks + 1))]
+    after = pairs[np.concatenate((breaks, [len(pairs) - 1]))] + 2
+    # The run's "a"s in the word before its first (up to 7: a whole word there would have been in the run) and in
+    # the word after its last, the bytes outside the text counting as " ".
+    raw = np.frombuffer(runs, np.uint8)
+    before = first[:, None] * 8 - 1 - _EIGHT
+    behind = (raw.take(before, mode="clip") == 97) & (before >= 0)
+    beyond = after[:, None] * 8 + _EIGHT
+    ahead = (raw.take(beyond, mode="clip") == 97) & (beyond < len(raw))
+    starts = first * 8 - behind.argmin(axis=1)
+    lengths = after * 8 + ahead.argmin(axis=1) - starts
+    long = lengths >= ENTROPY_MIN_LENGTH
+    starts, lengths = starts[long], lengths[long]
+    candidates = _may_be_high(data, starts, lengths)
+    starts, ends = starts[candidates].tolist(), (starts + lengths)[candidates].tolist()
+    return [start for start, end in zip(starts, ends, strict=True) if _high_entropy(joined[start:end]) is not None]
+
+
+def _may_be_high(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which runs of token characters (their starts and lengths in `data`) pass `_high_entropy`'s tests before the
+    entropy, all at once: the same counts, over the runs' characters laid end to end."""
+    if not starts.size:
+        return np.zeros(0, bool)
+    ends = np.cumsum(lengths)
+    offsets = ends - lengths  # where each run starts among the characters
+    characters = np.frombuffer(data, np.uint8)[np.arange(ends[-1]) + np.repeat(starts - offsets, lengths)]
+    codes = np.frombuffer(characters.tobytes().translate(_CHARACTER_CODES), np.uint8)
+    some, every = np.bitwise_or.reduceat(codes, offsets), np.bitwise_and.reduceat(codes, offsets)
+    classes = codes & 15
+    pairs = np.frombuffer(((classes[:-1] << 4) | classes[1:]).tobytes().translate(_PAIR_CODES), np.uint8).copy()
+    pairs[ends[:-1] - 1] = 0  # a run's last character and the next run's first are no pair
+    changes = np.add.reduceat(pairs & _CLASS_CHANGE, offsets, dtype=np.intp)
+    # Within a run, the pairs of adjacent characters that are no separator: the sum of (length - 1) of its parts
+    # between separators; at least length - 1 - 2 * separators, so their test implies the one before it.
+    joined_pairs = np.add.reduceat(pairs >> 1, offsets, dtype=np.intp)
+    return (
+        (some & (_LOWER | _UPPER) != 0)
+        & (some & _DIGIT_CLASS != 0)
+        & (every & _LOWER_HEX == 0)
+        & (every & _UPPER_HEX == 0)
+        & (changes >= CLASS_CHANGE_MIN * joined_pairs)
+    )
 
 
 def _scan_ungated(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> list[Finding]:

@@ -6,7 +6,10 @@ the gated scan finds exactly what the ungated one finds.
 Key-shaped test values are assembled from parts, so no file in the repository holds a string a secret scanner
 would take for a live key."""
 
+import itertools
+import math
 import random
+import re
 import string
 
 import pytest
@@ -14,12 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uplift.core.safety import (
+    CLASS_CHANGE_MIN,
     CRITICAL,
+    ENTROPY_THRESHOLD,
     EXCERPT_LIMIT,
     WARNING,
     Finding,
     LearnedText,
     Source,
+    _high_entropy,
+    _long_tokens,
     _scan_ungated,
     critical,
     scan,
@@ -618,3 +625,74 @@ def test_random_prose_and_random_tokens_agree_with_the_ungated_scan():
             )
         items.append(LearnedText(f"n{n}", " ".join(parts)))
     assert scan(items) == _scan_ungated(items)
+
+
+# --- the high-entropy check of all the texts at once against the rule written plainly -------------------------------
+
+
+def plain_high_entropy(token: str) -> float | None:
+    """ENTROPY_THRESHOLD and CLASS_CHANGE_MIN as their comments state them, a character at a time."""
+
+    def kind(c):
+        lower, upper = c in string.ascii_lowercase, c in string.ascii_uppercase
+        return "l" if lower else "u" if upper else "d" if c in string.digits else "s"
+
+    letters = any(c in string.ascii_letters for c in token)
+    digits = any(c in string.digits for c in token)
+    hexadecimal = all(c in "0123456789abcdef-" for c in token) or all(c in "0123456789ABCDEF-" for c in token)
+    if not letters or not digits or hexadecimal:
+        return None
+    kinds = [kind(c) for c in token]
+    adjacent = [(a, b) for a, b in itertools.pairwise(kinds) if "s" not in (a, b)]
+    changes = sum(a != b and (a, b) != ("u", "l") for a, b in adjacent)
+    if changes < CLASS_CHANGE_MIN * len(adjacent):
+        return None
+    counts = {}
+    for c in token:  # in the order of first appearance, so that the sum below is the rule's to the last bit
+        counts[c] = counts.get(c, 0) + 1
+    entropy = math.log2(len(token)) - sum(n * math.log2(n) for n in counts.values()) / len(token)
+    return entropy if entropy >= ENTROPY_THRESHOLD else None
+
+
+def plain_long_tokens(joined: str) -> list[int]:
+    runs = re.finditer(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{24,}", joined)
+    return [run.start() for run in runs if plain_high_entropy(run.group()) is not None]
+
+
+_TOKEN_PARTS = st.sampled_from(
+    [
+        "0123456789abcdef",  # hexadecimal, either case
+        "0123456789ABCDEF-",
+        string.ascii_letters + string.digits,  # random keys
+        string.ascii_letters + string.digits + "+/=",
+        string.ascii_lowercase + string.digits,
+        string.ascii_lowercase + "_/-",  # names and paths
+        string.ascii_uppercase + string.digits + "_",
+        "aA1",
+        "ab12_",
+    ]
+).flatmap(lambda alphabet: st.text(alphabet=alphabet, min_size=1, max_size=30))
+_token = st.lists(_TOKEN_PARTS, min_size=1, max_size=4).map("".join)
+_between = st.sampled_from([" ", "\x00", ".", "é", ", ", "\n", "İ", "?", ":", "\U0001f600", "  x "])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_between, _token), max_size=12).map(lambda parts: "".join(a + b for a, b in parts)))
+def test_the_entropy_of_every_long_token_at_once_is_the_rule_written_plainly(joined):
+    data = joined.encode("ascii", "replace")
+    assert _long_tokens(joined, data) == plain_long_tokens(joined)
+    for run in re.finditer(r"[A-Za-z0-9+/=_-]+", joined):
+        assert _high_entropy(run.group()) == plain_high_entropy(run.group())
+
+
+def test_the_long_tokens_of_the_plain_rule_are_found_among_many():
+    rng = random.Random(26)
+    alphabets = [ALNUM, ALNUM + "+/", string.hexdigits, string.ascii_lowercase + "_/" + string.digits]
+    parts = []
+    for _ in range(2000):
+        parts.append(rng.choice([" ", "\x00", "é ", ". "]) * rng.randint(1, 3))
+        parts.append("".join(rng.choice(rng.choice(alphabets)) for _ in range(rng.randint(1, 70))))
+    joined = "".join(parts)
+    expected = plain_long_tokens(joined)
+    assert len(expected) > 100  # many high, many not (the same test, checked on its share)
+    assert _long_tokens(joined, joined.encode("ascii", "replace")) == expected
