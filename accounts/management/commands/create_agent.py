@@ -10,9 +10,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from accounts.models import User
-from accounts.roles import SCOPES, agent_scopes_allowed
+from accounts.roles import agent_scopes_allowed
 from accounts.services import Actor, AgentRefused, agent_create, api_token_create
-from accounts.tokens import MAX_EXPIRY_DAYS, expiry_after, parse_expiry_days
+from accounts.tokens import expiry_after, parse_expiry_days
+
+from ._token_options import add_token_arguments
 
 USAGE_ERROR = 2
 
@@ -23,21 +25,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("name", help="the agent's name (a username; agents cannot log in)")
         parser.add_argument("--token", default="", dest="token_name", help="the name of a token to create for it")
-        parser.add_argument(
-            "--scope",
-            action="append",
-            default=[],
-            dest="scopes",
-            metavar="SCOPE",
-            help=f"scopes of the token, repeat for several; one of: {', '.join(SCOPES)}",
-        )
-        parser.add_argument(
-            "--expires-in",
-            default=None,
-            dest="expires_in",
-            metavar="DAYS",
-            help=f"the token expires this many days from now (1 to {MAX_EXPIRY_DAYS}); default: never",
-        )
+        add_token_arguments(parser)
 
     def handle(self, *args, name: str, token_name: str, scopes: list[str], expires_in: str | None, **options) -> None:
         if (token_name or expires_in is not None) and not scopes:

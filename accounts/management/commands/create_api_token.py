@@ -8,9 +8,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from accounts.models import User
-from accounts.roles import SCOPES
 from accounts.services import Actor, api_token_create
-from accounts.tokens import MAX_EXPIRY_DAYS, expiry_after, parse_expiry_days
+from accounts.tokens import expiry_after, parse_expiry_days
+
+from ._token_options import add_token_arguments
 
 USAGE_ERROR = 2
 
@@ -21,21 +22,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--user", default="", help="the username who owns the token")
         parser.add_argument("--name", default="", help="a name to recognise the token by")
-        parser.add_argument(
-            "--scope",
-            action="append",
-            default=[],
-            dest="scopes",
-            metavar="SCOPE",
-            help=f"repeat for several; one of: {', '.join(SCOPES)}",
-        )
-        parser.add_argument(
-            "--expires-in",
-            default=None,
-            dest="expires_in",
-            metavar="DAYS",
-            help=f"the token expires this many days from now (1 to {MAX_EXPIRY_DAYS}); default: never",
-        )
+        add_token_arguments(parser)
 
     def handle(self, *args, user: str, name: str, scopes: list[str], expires_in: str | None, **options) -> None:
         if not user:
