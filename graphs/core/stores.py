@@ -5,7 +5,8 @@ the document alone. Every write states the head it expects and fails with HeadMo
 first, so two workers can never fork a chain; the loop never catches HeadMoved.
 
 The layer wrappers (`RevisionGraphStore`, `RevisionRejectionStore`, `RevisionTraceStore`, `RevisionCheckpointStore`)
-only call the four protocol methods, so the host reuses them unchanged over its own RevisionStore.
+are each a `RevisionChain` (one workspace's chain of one kind) and only call the four protocol methods, so the host
+reuses them unchanged over its own RevisionStore.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "NullTraceStore",
     "RejectionStore",
     "Revision",
+    "RevisionChain",
     "RevisionCheckpointStore",
     "RevisionGraphStore",
     "RevisionRejectionStore",
@@ -176,13 +178,32 @@ def _copied(revision: Revision) -> Revision:
     )
 
 
-def _head_digest(revisions: RevisionStore, workspace: str, kind: str) -> str | None:
-    """The head's digest; a store may offer `head_digest` to answer without reading the document."""
-    fast = getattr(revisions, "head_digest", None)
-    if fast is not None:
-        return fast(workspace, kind)
-    head = revisions.head(workspace, kind)
-    return head.digest if head is not None else None
+class RevisionChain:
+    """One workspace's chain of one kind (`kind`) in a RevisionStore: what the layer stores below read and write."""
+
+    kind: str
+
+    def __init__(self, revisions: RevisionStore, workspace: str) -> None:
+        self.revisions = revisions
+        self.workspace = workspace
+
+    def head(self) -> Revision | None:
+        return self.revisions.head(self.workspace, self.kind)
+
+    def head_digest(self) -> str | None:
+        """The head's digest; a store may offer `head_digest` to answer without reading the document."""
+        fast = getattr(self.revisions, "head_digest", None)
+        if fast is not None:
+            return fast(self.workspace, self.kind)
+        head = self.head()
+        return head.digest if head is not None else None
+
+    def newest(self, limit: int) -> Sequence[Revision]:
+        return self.revisions.list(self.workspace, self.kind, limit)
+
+    def append(self, document: Any, *, expected_head: str | None, meta: Mapping[str, Any]) -> str:
+        """The digest of the revision appended after `expected_head` (HeadMoved when the head is another)."""
+        return self.revisions.append(self.workspace, self.kind, document, expected_head=expected_head, meta=meta).digest
 
 
 # -- graphs ----------------------------------------------------------------------------------------------------------
@@ -217,18 +238,14 @@ class GraphStore(Protocol):
     def accept(self, candidate: Candidate, *, expected_ref: str) -> str: ...
 
 
-class RevisionGraphStore:
+class RevisionGraphStore(RevisionChain):
     """The graph chain: the seed and every accepted graph. Candidates are never stored here; the ref is the digest."""
 
     kind = GRAPH
 
-    def __init__(self, revisions: RevisionStore, workspace: str) -> None:
-        self.revisions = revisions
-        self.workspace = workspace
-
     def load(self) -> tuple[str | None, Graph]:
         """(head ref, head graph), or (None, skeleton) for an empty chain. The stored digest is verified."""
-        head = self.revisions.head(self.workspace, self.kind)
+        head = self.head()
         if head is None:
             return None, skeleton()
         graph = Graph.from_document(head.document)
@@ -241,10 +258,7 @@ class RevisionGraphStore:
 
     def seed(self, graph: Graph, *, meta: Mapping[str, Any]) -> str:
         """Revision 0; HeadMoved when the workspace already has a graph. The meta is {iteration: 0, …}."""
-        revision = self.revisions.append(
-            self.workspace, self.kind, graph.to_document(), expected_head=None, meta={"iteration": 0, **dict(meta)}
-        )
-        return revision.digest
+        return self.append(graph.to_document(), expected_head=None, meta={"iteration": 0, **dict(meta)})
 
     def propose(
         self,
@@ -267,11 +281,10 @@ class RevisionGraphStore:
             "edits": candidate.edits.to_dict(candidate.graph.attribute_fields),
             "origin": "accepted",
         }
-        document = candidate.graph.to_document()
-        return self.revisions.append(self.workspace, self.kind, document, expected_head=expected_ref, meta=meta).digest
+        return self.append(candidate.graph.to_document(), expected_head=expected_ref, meta=meta)
 
     def history(self, limit: int = 50) -> list[Revision]:
-        return list(self.revisions.list(self.workspace, self.kind, limit))
+        return list(self.newest(limit))
 
 
 # -- rejection memory ------------------------------------------------------------------------------------------------
@@ -283,26 +296,19 @@ class RejectionStore(Protocol):
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str: ...
 
 
-class RevisionRejectionStore:
+class RevisionRejectionStore(RevisionChain):
     """The rejection-memory chain: one revision per round, meta {iteration}."""
 
     kind = REJECTIONS
 
-    def __init__(self, revisions: RevisionStore, workspace: str) -> None:
-        self.revisions = revisions
-        self.workspace = workspace
-
     def load(self) -> tuple[str | None, RejectionMemory]:
-        head = self.revisions.head(self.workspace, self.kind)
+        head = self.head()
         if head is None:
             return None, RejectionMemory()
         return head.digest, RejectionMemory.from_document(head.document)
 
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str:
-        revision = self.revisions.append(
-            self.workspace, self.kind, memory.to_document(), expected_head=expected_ref, meta={"iteration": iteration}
-        )
-        return revision.digest
+        return self.append(memory.to_document(), expected_head=expected_ref, meta={"iteration": iteration})
 
 
 # -- traces ----------------------------------------------------------------------------------------------------------
@@ -314,7 +320,7 @@ class TraceStore(Protocol):
     def get(self, trace_id: str) -> Trace | None: ...
 
 
-class RevisionTraceStore:
+class RevisionTraceStore(RevisionChain):
     """The traces chain: one revision `{schema, iteration, traces}` per round's rollout.
 
     Writing the document the head already holds is a no-op, so a round that is run again after a crash does not
@@ -323,22 +329,17 @@ class RevisionTraceStore:
 
     kind = TRACES
 
-    def __init__(self, revisions: RevisionStore, workspace: str) -> None:
-        self.revisions = revisions
-        self.workspace = workspace
-
     def put(self, traces: Sequence[Trace], *, iteration: int) -> str:
         document = traces_document(list(traces), iteration)
-        expected = _head_digest(self.revisions, self.workspace, self.kind)
+        expected = self.head_digest()
         digest = sha256_digest(document)
         if expected == digest:
             return digest
-        meta = {"iteration": iteration}
-        return self.revisions.append(self.workspace, self.kind, document, expected_head=expected, meta=meta).digest
+        return self.append(document, expected_head=expected, meta={"iteration": iteration})
 
     def get(self, trace_id: str) -> Trace | None:
         """The newest stored trace with this id, scanning up to 10,000 revisions."""
-        for revision in self.revisions.list(self.workspace, self.kind, TRACE_SCAN_LIMIT):
+        for revision in self.newest(TRACE_SCAN_LIMIT):
             for raw in _stored_traces(revision.document):
                 if raw.get("id") == trace_id:
                     return Trace.from_document(raw)
@@ -369,18 +370,14 @@ class CheckpointStore(Protocol):
     def save(self, iteration: int, payload: Mapping[str, Any]) -> None: ...
 
 
-class RevisionCheckpointStore:
+class RevisionCheckpointStore(RevisionChain):
     """The checkpoints chain: `{schema, iteration, payload}` revisions; `load` reads the newest for an iteration."""
 
     kind = CHECKPOINTS
 
-    def __init__(self, revisions: RevisionStore, workspace: str) -> None:
-        self.revisions = revisions
-        self.workspace = workspace
-
     def load(self, iteration: int) -> dict[str, Any] | None:
         """The newest payload saved for `iteration`, looking at the last 200 revisions."""
-        for revision in self.revisions.list(self.workspace, self.kind, CHECKPOINT_WINDOW):
+        for revision in self.newest(CHECKPOINT_WINDOW):
             document = revision.document
             if isinstance(document, Mapping) and document.get("iteration") == iteration:
                 payload = document.get("payload")
@@ -389,10 +386,7 @@ class RevisionCheckpointStore:
 
     def save(self, iteration: int, payload: Mapping[str, Any]) -> None:
         document = {"schema": SCHEMA_VERSION, "iteration": iteration, "payload": dict(payload)}
-        expected = _head_digest(self.revisions, self.workspace, self.kind)
-        self.revisions.append(
-            self.workspace, self.kind, document, expected_head=expected, meta={"iteration": iteration}
-        )
+        self.append(document, expected_head=self.head_digest(), meta={"iteration": iteration})
 
 
 class NullCheckpointStore:
