@@ -247,35 +247,36 @@ def _then(first: str) -> frozenset:
 
 
 # (signature, anchor, group, family, pattern matched where the signature starts). In a signature a string is literal
-# characters, a frozenset one position's choices. The anchors and groups were chosen on a corpus of prose, code and
-# guidance so that stage 1 finds few pairs (a pair in a group's first table and its second one).
+# characters, a frozenset one position's choices. The anchors and groups were chosen so that stage 1 finds few pairs
+# (a pair in a group's first table and its second one): a local search over every anchor and group, counting the
+# pairs found in a corpus of prose (docs/), Python code and the tests' ordinary guidance.
 _GATE_PATTERNS: list[tuple[tuple, int, int, int, str]] = [
     (("ignore", _WS, _then("atoeymspfi")), 1, 6, _INJECTIONS, rf"\bignore\s+{_THEIR_ORDERS}"),
     (("disregard", _WS, _then("atoeymspfi")), 2, 4, _INJECTIONS, rf"\bdisregard\s+{_THEIR_ORDERS}"),
     (("forget", _WS, _then("atoeymspfi")), 2, 5, _INJECTIONS, rf"\bforget\s+(?:everything|{_THEIR_ORDERS})"),
     (("override", _WS, _then("tyam")), 0, 1, _INJECTIONS, r"\b" + _WORDY[3]),
     (("you", _WS, _then("a")), 2, 2, _INJECTIONS, r"\b" + _WORDY[4]),
-    (("system", _WS, _then("p")), 0, 6, _INJECTIONS, r"\bsystem\s+prompt"),
+    (("system", _WS, _then("p")), 5, 2, _INJECTIONS, r"\bsystem\s+prompt"),
     (("reveal", _WS, _then("yt")), 5, 2, _INJECTIONS, r"\b" + _WORDY[6]),
     (("tell", _WS, _then("t")), 3, 2, _INJECTIONS, rf"\btell\s+the\s+{_WHO}"),
-    (("inform", _WS, _then("t")), 1, 4, _INJECTIONS, rf"\binform\s+the\s+{_WHO}"),
-    (("notify", _WS, _then("t")), 4, 6, _INJECTIONS, rf"\bnotify\s+the\s+{_WHO}"),
-    (("act", _WS, _then("a")), 0, 0, _INJECTIONS, r"\b" + _WORDY[8]),
-    (("developer", _WS, _then("m")), 5, 1, _INJECTIONS, r"\bdeveloper\s+mode"),
-    (("jailbreak",), 3, 6, _INJECTIONS, r"\bjailbreak"),
+    (("inform", _WS, _then("t")), 5, 2, _INJECTIONS, rf"\binform\s+the\s+{_WHO}"),
+    (("notify", _WS, _then("t")), 4, 1, _INJECTIONS, rf"\bnotify\s+the\s+{_WHO}"),
+    (("act", _WS, _then("a")), 1, 6, _INJECTIONS, r"\b" + _WORDY[8]),
+    (("developer", _WS, _then("m")), 1, 3, _INJECTIONS, r"\bdeveloper\s+mode"),
+    (("jailbreak",), 0, 0, _INJECTIONS, r"\bjailbreak"),
     (("exfiltrat",), 1, 4, _INJECTIONS, r"\bexfiltrat"),
     (("base64", _WS, _then("-")), 3, 3, _INJECTIONS, r"\bbase64\s+-"),
     (("new", _WS, _then("i")), 2, 2, _INJECTIONS, r"\bnew\s+instructions?\s*:"),
-    (("command", _WS | _COLON), 2, 4, _INJECTIONS, r"command\s*:"),
-    (("script", _WS | _COLON), 3, 2, _INJECTIONS, r"script\s*:"),
+    (("command", _WS | _COLON), 2, 6, _INJECTIONS, r"command\s*:"),
+    (("script", _WS | _COLON), 1, 4, _INJECTIONS, r"script\s*:"),
     (("code", _WS | _COLON, _WS | _COLON), 1, 1, _INJECTIONS, r"code\s*:"),  # or "code:" then anything
-    (("code:",), 3, 3, _INJECTIONS, r"code\s*:"),
+    (("code:",), 1, 1, _INJECTIONS, r"code\s*:"),
     (("curl",), 2, 5, _INJECTIONS, _SYMBOLIC[3]),
     (("wget",), 0, 5, _INJECTIONS, _SYMBOLIC[3]),
-    (("<|",), 0, 5, _INJECTIONS, _SYMBOLIC[4]),
-    (("<<",), 0, 5, _INJECTIONS, _SYMBOLIC[5]),
-    (("[inst]",), 0, 1, _INJECTIONS, _SYMBOLIC[6]),
-    (("[/inst]",), 0, 1, _INJECTIONS, _SYMBOLIC[6]),
+    (("<|",), 0, 0, _INJECTIONS, _SYMBOLIC[4]),
+    (("<<",), 0, 0, _INJECTIONS, _SYMBOLIC[5]),
+    (("[inst]",), 0, 7, _INJECTIONS, _SYMBOLIC[6]),
+    (("[/inst]",), 0, 3, _INJECTIONS, _SYMBOLIC[6]),
     (("##",), 0, 5, _INJECTIONS, _SYMBOLIC[7]),
     (("akia", *[_ALNUM] * 4), 2, 0, _SECRETS, r"\bakia[0-9a-z]{16}"),
     (("sk-", *[_TOKEN_SET] * 4), 1, 0, _SECRETS, r"\bsk-[a-z0-9_-]{20}"),
@@ -286,7 +287,7 @@ _GATE_PATTERNS: list[tuple[tuple, int, int, int, str]] = [
     ((frozenset("rs"), "k_live_"), 1, 0, _SECRETS, r"\b[rs]k_live_[0-9a-z]{10}"),
     (("eyj", *[_TOKEN_SET] * 4), 1, 5, _SECRETS, r"\beyj[a-z0-9_-]{10}"),
     (("private key-----",), 10, 5, _SECRETS, r"private key-----"),
-    (("passw", frozenset("od")), 3, 6, _SECRETS, rf"passw(?:or)?d{_ASSIGN}"),
+    (("passw", frozenset("od")), 3, 4, _SECRETS, rf"passw(?:or)?d{_ASSIGN}"),
     (("pwd", _SEPARATOR), 0, 6, _SECRETS, rf"pwd{_ASSIGN}"),
     (("api", frozenset("_-k")), 2, 0, _SECRETS, rf"api[_-]?key{_ASSIGN}"),
     (("secret", _SEPARATOR), 2, 4, _SECRETS, rf"secret{_ASSIGN}"),
