@@ -98,9 +98,7 @@ class AsyncWaymark(_core.ClientBase[AsyncRunContext]):
             value = error = None
             if isinstance(action, Send):
                 http = self._connections()
-                request = http.build_request(
-                    action.method, action.path, json=action.json, params=action.params, headers=action.headers
-                )
+                request = action.request(http)
                 try:
                     value = await http.send(request)
                 except httpx2.TransportError as exc:

@@ -49,6 +49,10 @@ class Send:
     params: Mapping[str, str] | None = None
     headers: Mapping[str, str] | None = None
 
+    def request(self, http: httpx2.Client | httpx2.AsyncClient) -> httpx2.Request:
+        """The request to send with `http` (either client builds it alike)."""
+        return http.build_request(self.method, self.path, json=self.json, params=self.params, headers=self.headers)
+
 
 @dataclass(frozen=True)
 class Sleep:

@@ -81,9 +81,7 @@ class Waymark(_core.ClientBase[RunContext]):
                 return stop.value
             value = error = None
             if isinstance(action, Send):
-                request = self._http.build_request(
-                    action.method, action.path, json=action.json, params=action.params, headers=action.headers
-                )
+                request = action.request(self._http)
                 try:
                     value = self._http.send(request)
                 except httpx2.TransportError as exc:
