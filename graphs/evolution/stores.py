@@ -31,12 +31,13 @@ writes, so a round reads no head twice; the parsed rejection memory of a head is
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections import OrderedDict
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, JSONField, Sum, Value
 
 from accounts.services import Actor, audit_record
@@ -90,18 +91,41 @@ def _value(row: RevisionRow, slug: str) -> Revision:
     )
 
 
-def _digest(document: Any) -> str:
-    """The revision digest of a document (as graphs.revisions computes it), refusing what cannot be stored."""
+def _canonical(document: Any) -> str:
+    """The canonical JSON of a document (what graphs.revisions takes its digest over), refusing what cannot be
+    stored."""
     try:
         canonical = canonical_json(document)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"the document is not JSON: {exc}") from None
     if "\\u0000" in canonical:
         raise ValueError("the document holds a NUL character, which cannot be stored")
+    return canonical
+
+
+def _sha256(canonical: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-_UNREAD = object()  # a head whose document was not read
+def _insert_statement(count: int) -> str:
+    """INSERT of `count` revisions, each (workspace, kind, seq, digest, parent, document, meta, created_at) with the
+    document and meta as JSON text, that skips a row whose (workspace, kind, seq) is taken (the caller compares the
+    rows it gets back): no savepoint is needed to go on reading in the transaction after a collision. Plain VALUES:
+    Django's bulk_create sends several rows as arrays (UNNEST), escaping every document's text once more."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(
+        quote(RevisionRow._meta.get_field(name).column)
+        for name in ("workspace", "kind", "seq", "digest", "parent_digest", "document", "meta", "created_at")
+    )
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * count)
+    unique = ", ".join(quote(RevisionRow._meta.get_field(name).column) for name in ("workspace", "kind", "seq"))
+    return (
+        f"INSERT INTO {quote(RevisionRow._meta.db_table)} ({columns}) VALUES {values} "
+        f"ON CONFLICT ({unique}) DO NOTHING RETURNING {quote('id')}, {quote('kind')}, {quote('seq')}"
+    )
+
+
+_UNREAD = object()  # a head whose document was not read (or a memory appended as its text: read only if needed)
 
 
 class DbRevisionStore:
@@ -116,7 +140,7 @@ class DbRevisionStore:
         self._workspaces: dict[str, Workspace] = {workspace.slug: workspace for workspace in known}
         self.appended: dict[str, RevisionRow] = {}  # the last row appended per digest, to save a lookup
         self.heads: dict[tuple[str, str], RevisionRow | None] = {}  # known heads; document may be _UNREAD
-        self.pending: list[RevisionRow] = []
+        self.pending: list[tuple[RevisionRow, str]] = []  # a row to insert and its document's canonical JSON
         self.deferring = False
 
     def workspace(self, slug: str) -> Workspace:
@@ -181,7 +205,24 @@ class DbRevisionStore:
     def append(
         self, workspace: str, kind: str, document: Any, *, expected_head: str | None, meta: Mapping | None = None
     ) -> Revision:
-        digest = _digest(document)
+        canonical = _canonical(document)
+        return self.append_canonical(
+            workspace, kind, document, canonical, _sha256(canonical), expected_head=expected_head, meta=meta
+        )
+
+    def append_canonical(
+        self,
+        workspace: str,
+        kind: str,
+        document: Any,
+        canonical: str,
+        digest: str,
+        *,
+        expected_head: str | None,
+        meta: Mapping | None = None,
+    ) -> Revision:
+        """`append` of a document whose canonical JSON and its digest the caller has (RunRejectionStore builds a
+        memory's from its entries')."""
         meta = dict(meta or {})
         canonical_json(meta)  # refuses a meta that is not JSON before anything is written
         current = self._head_row(workspace, kind, document=False)
@@ -197,7 +238,7 @@ class DbRevisionStore:
             document=document,
             meta=meta,
         )
-        self.pending.append(row)
+        self.pending.append((row, canonical))
         self.heads[(workspace, kind)] = row
         self.appended = {row.digest: row}
         if not self.deferring:
@@ -206,25 +247,43 @@ class DbRevisionStore:
         return _value(row, workspace)
 
     def write_pending(self) -> list[RevisionRow]:
-        """Insert the pending appends in one statement, in the caller's transaction (which a collision with another
-        writer's append aborts: HeadMoved)."""
-        rows, self.pending = self.pending, []
-        if not rows:
-            return rows
-        try:
-            with transaction.atomic():  # a savepoint: the caller's transaction stays usable to read the heads
-                RevisionRow.objects.bulk_create(rows)
-        except IntegrityError:
+        """Insert the pending appends in one statement, in the caller's transaction, which must end with it: a
+        collision with another writer's append raises HeadMoved, and what the statement did write is rolled back
+        with the transaction."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return []
+        rows = [row for row, _ in pending]
+        fields = RevisionRow._meta
+        params: list[Any] = []
+        for row, canonical in pending:
+            params += [
+                row.workspace_id,
+                row.kind,
+                row.seq,
+                row.digest,
+                row.parent_digest,
+                canonical,
+                canonical_json(row.meta),
+                fields.get_field("created_at").get_db_prep_save(row.created_at, connection),
+            ]
+        with connection.cursor() as cursor:
+            cursor.execute(_insert_statement(len(rows)), params)
+            ids = {(kind, seq): pk for pk, kind, seq in cursor.fetchall()}
+        for row in rows:
+            row.pk = ids.get((row.kind, row.seq))
+            row._state.adding, row._state.db = False, connection.alias
+        lost = next((row for row in rows if row.pk is None), None)
+        if lost is not None:
             for row in rows:
                 self.heads.pop((row.workspace.slug, row.kind), None)
-            row = rows[0]
-            latest = revisions.head_pointer(row.workspace, row.kind)
-            raise HeadMoved(row.workspace.slug, row.kind, row.parent_digest, latest[1] if latest else None) from None
+            latest = revisions.head_pointer(lost.workspace, lost.kind)
+            raise HeadMoved(lost.workspace.slug, lost.kind, lost.parent_digest, latest[1] if latest else None)
         return rows
 
     def discard_pending(self) -> None:
         """Forget appends that were never written (the heads are read again when next needed)."""
-        for row in self.pending:
+        for row, _ in self.pending:
             self.heads.pop((row.workspace.slug, row.kind), None)
         self.pending = []
 
@@ -423,14 +482,49 @@ class RunGraphStore(RevisionGraphStore):
         self.accepted = None
 
 
-_MEMORIES: OrderedDict[tuple[int, str], RejectionMemory] = OrderedDict()
+class _Known:
+    """A rejection memory this process parsed or wrote, with the canonical JSON of each entry once computed (its
+    revision never changes, so neither do they)."""
+
+    def __init__(self, memory: RejectionMemory, texts: tuple[str, ...] | None = None) -> None:
+        self.memory = memory
+        self.texts = texts
+
+    def entry_texts(self) -> tuple[str, ...]:
+        if self.texts is None:
+            self.texts = tuple(_canonical(entry.to_document()) for entry in self.memory.entries)
+        return self.texts
 
 
-def _remember(workspace_id: int, digest: str, memory: RejectionMemory) -> None:
-    _MEMORIES[(workspace_id, digest)] = memory
+_MEMORIES: OrderedDict[tuple[int, str], _Known] = OrderedDict()
+
+
+def _remember(workspace_id: int, digest: str, known: _Known) -> None:
+    _MEMORIES[(workspace_id, digest)] = known
     _MEMORIES.move_to_end((workspace_id, digest))
     while len(_MEMORIES) > MEMORIES_KEPT:
         _MEMORIES.popitem(last=False)
+
+
+def memory_canonical(memory: RejectionMemory, entry_texts: tuple[str, ...]) -> str:
+    """canonical_json(memory.to_document()) from the canonical JSON of its entries: the document's keys in order
+    (entries, iteration, schema), the entries' texts joined as the list's items."""
+    return (
+        f'{{"entries":[{",".join(entry_texts)}],"iteration":{canonical_json(memory.iteration)},'
+        f'"schema":{canonical_json(memory.schema)}}}'
+    )
+
+
+def _entry_texts(memory: RejectionMemory, parent: _Known | None) -> tuple[str, ...]:
+    """The canonical JSON of each entry of `memory`: the parent's as computed once, when `memory` extends it (the
+    loop appends one entry to the memory it loaded), and the new entries'."""
+    known = parent.memory.entries if parent is not None else ()
+    entries = memory.entries
+    if parent is not None and len(entries) >= len(known) and all(map(operator.is_, known, entries)):
+        head, new = parent.entry_texts(), entries[len(known) :]
+    else:
+        head, new = (), entries
+    return head + tuple(_canonical(entry.to_document()) for entry in new)
 
 
 class RunRejectionStore(RevisionRejectionStore):
@@ -460,18 +554,36 @@ class RunRejectionStore(RevisionRejectionStore):
         if head is None:
             return None, RejectionMemory()
         key = (head.workspace_id, head.digest)
-        memory = _MEMORIES.get(key)
-        if memory is None:
-            memory = RejectionMemory.from_document(self.store._head_row(self.workspace, REJECTIONS).document)
-            _remember(*key, memory)
-        return head.digest, memory
+        known = _MEMORIES.get(key)
+        if known is None:
+            known = _Known(RejectionMemory.from_document(self.store._head_row(self.workspace, REJECTIONS).document))
+            _remember(*key, known)
+        return head.digest, known.memory
+
+    def _append(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> tuple[str, _Known]:
+        """RevisionRejectionStore.save's append, the document's canonical JSON built from its entries' (the memory
+        it extends was parsed or written by this process: only the new entry is serialized)."""
+        workspace_id = self.store.workspace(self.workspace).pk
+        parent = _MEMORIES.get((workspace_id, expected_ref)) if expected_ref is not None else None
+        known = _Known(memory, _entry_texts(memory, parent))
+        canonical = memory_canonical(memory, known.texts)
+        revision = self.store.append_canonical(
+            self.workspace,
+            REJECTIONS,
+            _UNREAD,
+            canonical,
+            _sha256(canonical),
+            expected_head=expected_ref,
+            meta={"iteration": iteration},
+        )
+        return revision.digest, known
 
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str:
         from graphs.certification_services import round_recorded_in_transaction
 
         workspace = self.store.workspace(self.workspace)
         with transaction.atomic():
-            ref = super().save(memory, expected_ref=expected_ref, iteration=iteration)
+            ref, known = self._append(memory, expected_ref=expected_ref, iteration=iteration)
             written = self.store.write_pending()
             entry = memory.entries[-1]
             accepted = None
@@ -506,7 +618,7 @@ class RunRejectionStore(RevisionRejectionStore):
         self.run.attempts = 0
         if "best" in progress:
             self.run.best = progress["best"]
-        _remember(workspace.pk, ref, memory)
+        _remember(workspace.pk, ref, known)
         return ref
 
 
