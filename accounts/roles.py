@@ -6,18 +6,24 @@ only read; `graphs:guide` is one of them: guidance is computed from the active g
 generative modes record their model call in the ledger, as every model call is).
 
 Who may act is decided here too: every service that writes on someone's behalf asks `require_role` first, and its
-one refusal, RoleRequired (Django's PermissionDenied), is what the API and the pages answer 403 with.
+one refusal, RoleRequired (Django's PermissionDenied), is what the API and the pages answer 403 with: the API through
+config.api, a page through Django's 403 handler (config.error_views), or, for a page that shows itself with the
+refusal, through `refusal_shown`. Views check no role of their own before calling a service.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal, overload
+from functools import wraps
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from django.core.exceptions import PermissionDenied
 
 if TYPE_CHECKING:  # annotations only: this module reads users through their methods
+    from django.http import HttpRequest, HttpResponse
+
     from .models import User
     from .services import Actor
 
@@ -167,3 +173,28 @@ def require_role(
         return user
     needs = Holders(roles=frozenset(roles), agents=agents).describe()
     raise RoleRequired(f"{doing} needs {needs}", code=code)
+
+
+View = Callable[..., "HttpResponse"]
+
+
+def refusal_shown(page: Callable[..., HttpResponse]) -> Callable[[View], View]:
+    """A view decorator: the service the view calls refused the actor (RoleRequired), and the view's own page says so
+    with status 403, as it shows its other refusals. `page(request, reason, *args, **kwargs)`, given the view's own
+    arguments, renders that page with `reason` (the refusal's message as a sentence). A view whose refusal is the 403
+    page lets RoleRequired reach Django's 403 handler instead. The role rule stays in the service."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def refusing(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except RoleRequired as refused:
+                reason = refused.message[:1].upper() + refused.message[1:].rstrip(".") + "."
+                response = page(request, reason, *args, **kwargs)
+                response.status_code = 403
+                return response
+
+        return refusing
+
+    return decorate

@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from accounts.roles import refusal_shown
 from accounts.services import Actor
 from graphs.core import Graph, to_mermaid
 from reviews.selectors import pending_requests_for
@@ -111,16 +112,20 @@ def workspace_view(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "graphs/workspace.html", _page_context(request, workspace))
 
 
+def _certify_refused(request: HttpRequest, reason: str, slug: str) -> HttpResponse:
+    workspace = selectors.workspace_by_slug(slug)
+    return render(request, "graphs/workspace.html", _page_context(request, workspace, certify_error=reason))
+
+
 @login_required
 @require_POST
+@refusal_shown(_certify_refused)
 def certify_view(request: HttpRequest, slug: str) -> HttpResponse:
-    """Operators: queue a certification of a revision (against the active one, or no graph); back to the page."""
+    """Operators: queue a certification of a revision (against the active one, or no graph); back to the page (the
+    service refuses others: 403 with the page and the reason)."""
     from .certification_services import CertificationRefused, graph_certify
 
     workspace = selectors.workspace_by_slug(slug)
-    if not request.user.may_operate:
-        context = _page_context(request, workspace, certify_error="Certifying a revision needs the operator role.")
-        return render(request, "graphs/workspace.html", context, status=403)
     try:
         revision = selectors.resolve_revision(workspace, request.POST.get("revision", ""))
         certification, created = graph_certify(actor=Actor.of_request(request), revision=revision)

@@ -1,7 +1,8 @@
 """Intent pages: proposal runs (with the start form), one proposal run, the candidates.
 
 Every page reads through intents.selectors in a fixed number of queries. Starting and cancelling proposal runs need
-the operator role (others get 403 with the page and the reason); every logged-in user reads. An open run's page and
+the operator role (the services refuse others: 403 with the page and the reason, accounts.roles.refusal_shown);
+every logged-in user reads. An open run's page and
 the runs list refresh their live part by htmx polling (the fragment is rendered without the trigger once nothing is
 open, which stops the polling).
 """
@@ -16,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.roles import refusal_shown
 from accounts.services import Actor
 from common.cursors import InvalidCursor
 
@@ -26,7 +28,6 @@ from .models import IntentCandidateRecord, IntentProposalBatch, IntentProposalRu
 from .services import ProposalRefused, intent_proposal_cancel, intent_proposal_start
 
 POLL_SECONDS = 2
-OPERATOR_ONLY = "Starting and cancelling intent proposal runs needs the operator role."
 STATUS_BADGES = {
     "succeeded": "badge-succeeded",
     "failed": "badge-failed",
@@ -66,14 +67,17 @@ def _list_page(
     return render(request, "intents/list.html", context, status=status)
 
 
+def _list_refused(request: HttpRequest, reason: str) -> HttpResponse:
+    return _list_page(request, error=reason)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@refusal_shown(_list_refused)
 def list_view(request: HttpRequest) -> HttpResponse:
     """GET: the proposal runs and, for operators, the start form. POST: start a run (operators)."""
     if request.method == "GET":
         return _list_page(request)
-    if not request.user.may_operate:
-        return _list_page(request, error=OPERATOR_ONLY, status=403)
     form = StartProposalForm(request.POST)
     if not form.is_valid():
         return _list_page(request, form=form, status=422)
@@ -121,12 +125,15 @@ def run_view(request: HttpRequest, run_id: int) -> HttpResponse:
     return _run_page(request, selectors.proposal_of(run_id))
 
 
+def _run_refused(request: HttpRequest, reason: str, run_id: int) -> HttpResponse:
+    return _run_page(request, selectors.proposal_of(run_id), error=reason)
+
+
 @login_required
 @require_POST
+@refusal_shown(_run_refused)
 def cancel_view(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.proposal_of(run_id)
-    if not request.user.may_operate:
-        return _run_page(request, run, error=OPERATOR_ONLY, status=403)
     try:
         run = intent_proposal_cancel(actor=Actor.of_request(request), run=run)
     except ProposalRefused as refused:

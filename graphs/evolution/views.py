@@ -1,7 +1,8 @@
 """Evolution pages of a workspace: the runs (with the start form), one run, one round, the rejection memory.
 
 Every page reads through graphs.evolution.selectors in a fixed number of queries. Starting and cancelling runs need
-the operator role (others get 403 with the page and the reason); everything else is readable by any member. An open
+the operator role (the services refuse others: 403 with the page and the reason, accounts.roles.refusal_shown);
+everything else is readable by any member. An open
 run's page and the runs list refresh their live part by htmx polling (the fragment is rendered without the trigger
 once the run has ended, which stops the polling).
 """
@@ -19,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.roles import refusal_shown
 from accounts.services import Actor
 from common.cursors import InvalidCursor
 from common.parsing import int_or_none
@@ -38,7 +40,6 @@ from .services import EvolutionRefused, evolution_cancel, evolution_start
 POLL_SECONDS = 2
 DRAW_LIMIT = 150
 RECENT_RUNS = 10
-OPERATOR_ONLY = "Starting and cancelling evolution runs needs the operator role."
 
 STATUS_BADGES = {
     "succeeded": "badge-succeeded",
@@ -192,15 +193,18 @@ def _list_page(
     return render(request, "graphs/evolution/list.html", context, status=status)
 
 
+def _list_refused(request: HttpRequest, reason: str, slug: str) -> HttpResponse:
+    return _list_page(request, workspace_by_slug(slug), error=reason)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@refusal_shown(_list_refused)
 def list_view(request: HttpRequest, slug: str) -> HttpResponse:
     """GET: the workspace's runs and, for operators, the start form. POST: start a run (operators)."""
     workspace = workspace_by_slug(slug)
     if request.method == "GET":
         return _list_page(request, workspace)
-    if not request.user.may_operate:
-        return _list_page(request, workspace, error=OPERATOR_ONLY, status=403)
     form = StartRunForm(request.POST)
     if not form.is_valid():
         return _list_page(request, workspace, form=form, status=422)
@@ -261,13 +265,17 @@ def run_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     return _run_page(request, workspace, selectors.run_of(workspace, run_id))
 
 
+def _run_refused(request: HttpRequest, reason: str, slug: str, run_id: int) -> HttpResponse:
+    workspace = workspace_by_slug(slug)
+    return _run_page(request, workspace, selectors.run_of(workspace, run_id), error=reason)
+
+
 @login_required
 @require_POST
+@refusal_shown(_run_refused)
 def cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     workspace = workspace_by_slug(slug)
     run = selectors.run_of(workspace, run_id)
-    if not request.user.may_operate:
-        return _run_page(request, workspace, run, error=OPERATOR_ONLY, status=403)
     try:
         run = evolution_cancel(actor=Actor.of_request(request), run=run)
     except EvolutionRefused as refused:

@@ -2,8 +2,8 @@
 report (chart and table), the novelty alerts.
 
 Every page reads through intents.windows.selectors in a fixed number of queries. Analysing and comparing need the
-operator role; deciding an alert needs the reviewer or operator role (others get 403 with the page and the reason);
-every logged-in user reads.
+operator role; deciding an alert needs the reviewer or operator role (the services refuse others: 403 with the page
+and the reason, accounts.roles.refusal_shown); every logged-in user reads.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.roles import refusal_shown
 from accounts.services import Actor
 from common.cursors import InvalidCursor
 
@@ -27,8 +28,6 @@ from .forms import AnalyzeWindowForm, CompareForm, DecideAlertForm
 from .models import DriftReport, NoveltyAlert, WindowAnalysis
 from .services import WindowRefused, drift_compare, novelty_alert_decide, window_analyze
 
-OPERATOR_ONLY = "Analysing windows and comparing them needs the operator role."
-DECIDE_ONLY = "Dismissing or promoting novelty alerts needs the reviewer or operator role."
 DEFAULT_DAYS = 7
 NOVELTY_SHOWN = 300
 ALERT_BADGES = {"open": "badge-pending", "dismissed": "badge-unknown", "promoted": "badge-success"}
@@ -75,14 +74,17 @@ def _list_page(
     return render(request, "intents/windows/list.html", context, status=status)
 
 
+def _list_refused(request: HttpRequest, reason: str) -> HttpResponse:
+    return _list_page(request, error=reason)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@refusal_shown(_list_refused)
 def windows_view(request: HttpRequest) -> HttpResponse:
     """GET: the analyses, the drift reports and, for operators, the forms. POST: analyse a window (operators)."""
     if request.method == "GET":
         return _list_page(request)
-    if not request.user.may_operate:
-        return _list_page(request, error=OPERATOR_ONLY, status=403)
     form = AnalyzeWindowForm(request.POST)
     if not form.is_valid():
         return _list_page(request, form=form, status=422)
@@ -101,10 +103,9 @@ def windows_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@refusal_shown(_list_refused)
 def compare_view(request: HttpRequest) -> HttpResponse:
     """POST: store the drift between two analyses (operators) and show it."""
-    if not request.user.may_operate:
-        return _list_page(request, error=OPERATOR_ONLY, status=403)
     form = CompareForm(request.POST, analyses=selectors.analysis_choices())
     if not form.is_valid():
         return _list_page(request, compare=form, status=422)
@@ -281,12 +282,15 @@ def alerts_view(request: HttpRequest) -> HttpResponse:
     return _alerts_page(request)
 
 
+def _alerts_refused(request: HttpRequest, reason: str, alert_id: int) -> HttpResponse:
+    return _alerts_page(request, error=reason)
+
+
 @login_required
 @require_POST
+@refusal_shown(_alerts_refused)
 def alert_decide_view(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = selectors.alert_of(alert_id)
-    if not request.user.may_decide_alerts:
-        return _alerts_page(request, error=DECIDE_ONLY, status=403)
     form = DecideAlertForm(request.POST)
     if not form.is_valid():
         return _alerts_page(request, error="Choose to dismiss or to promote the alert.", status=422)

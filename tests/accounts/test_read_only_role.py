@@ -31,7 +31,13 @@ OWN_ACCOUNT_PAGES = {"accounts:login", "accounts:logout", "accounts:settings", "
 # Pages that answer her POST with something other than 403 (or 405), with why; they write nothing all the same.
 PAGE_REFUSALS = {
     "graphs:guidance": (200, 400),  # a read by POST: the raw guidance an agent would get, stored nowhere
-    "reviews:propose": (403, 422),  # reviews.views checks the form before the role: an empty form is 422 first
+    # The service decides who may act, so the form is read first: an empty form is 422 before the service's 403.
+    "reviews:propose": (403, 422),
+    "graphs:evolutions": (403, 422),
+    "intents:list": (403, 422),
+    "intents:windows": (403, 422),
+    "intents:window_compare": (403, 422),
+    "intents:window_alert_decide": (403, 422),
     # The demo holds no evolution run nor webhook endpoint: a 404, unless the role is checked first.
     "graphs:evolution": (403, 404, 405),
     "graphs:evolution_cancel": (403, 404),
@@ -192,3 +198,45 @@ def test_her_token_form_offers_and_makes_read_scopes_only(demo):
         reverse("accounts:settings"), {"csrfmiddlewaretoken": csrf, "name": "reads", "scopes": ["rubrics:read"]}
     )
     assert ApiToken.objects.get(user=demo, name="reads").scopes == ["rubrics:read"]
+
+
+def test_pages_with_no_role_check_of_their_own_refuse_a_valid_form_through_their_service(demo):
+    """The views check no role (issue 28, item 5): a well-formed request reaches the service, whose RoleRequired is
+    answered 403 — with the page itself and the service's reason where the page shows its refusals
+    (accounts.roles.refusal_shown), else the 403 page — and nothing is written."""
+    from graphs.models import Workspace
+    from intents.windows.models import NoveltyAlert, WindowAnalysis
+
+    slug = Workspace.objects.order_by("pk").values_list("slug", flat=True).first()
+    before, after = WindowAnalysis.objects.order_by("pk").values_list("pk", flat=True)[:2]
+    alert = NoveltyAlert.objects.filter(status="open").order_by("pk").values_list("pk", flat=True).first()
+    window = {"start": "2025-03-01T00:00", "end": "2025-03-02T00:00", "threshold": 0.82, "margin": 0.03}
+    posts = [  # (route, its arguments, a well-formed form, what the refusing page shows besides the reason)
+        ("graphs:evolutions", [slug], {"rounds": 2, "evaluator": "two-hop", "gate": "tie"}, "<h1>Evolution runs"),
+        ("graphs:certify", [slug], {"revision": "0"}, f"<code>{slug}</code></small></h1>"),
+        ("intents:list", [], {"batch_size": 5}, "<h1>Intent proposals"),
+        ("intents:windows", [], {**window, "novelty_threshold": 0.75}, "<h1>Intent windows"),
+        (
+            "intents:window_compare",
+            [],
+            {"before": before, "after": after, "matching": "identity"},
+            "<h1>Intent windows",
+        ),
+        ("intents:window_alert_decide", [alert], {"decision": "dismissed"}, "<h1>Novelty alerts"),
+        (
+            "reviews:webhooks",
+            [],
+            {"url": "https://hooks.example.test/w", "events": ["promotion.activated"]},
+            "Not allowed",
+        ),
+    ]
+    client = logged_in(demo)
+    client.get(reverse("dashboard"))
+    csrf = client.cookies["csrftoken"].value
+    for route, args, form, shown in posts:
+        with writes() as written:
+            response = client.post(reverse(route, args=args), {"csrfmiddlewaretoken": csrf, **form})
+        page = response.content.decode()
+        assert response.status_code == 403, (route, response.status_code)
+        assert re.search(r"needs the (\w+ or )?\w+ role\.", page) and shown in page, route
+        assert not written, (route, written)
