@@ -226,13 +226,8 @@ def revision_page(
 ) -> RevisionPage:
     """Newest first, without documents, in one query. InvalidCursor for a cursor we did not issue."""
     limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = Revision.objects.filter(workspace=workspace, kind=kind).defer("document").order_by("-seq")
-    if cursor:
-        rows = rows.filter(seq__lt=REVISION_CURSOR.decode(cursor))
-    found = list(rows[: limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    return RevisionPage(found, REVISION_CURSOR.encode(found[-1].seq) if more else None)
+    rows = Revision.objects.filter(workspace=workspace, kind=kind).defer("document")
+    return RevisionPage(*REVISION_CURSOR.page(rows, cursor, limit, key="seq"))
 
 
 def revision_history(workspace: Workspace, *, kind: str = GRAPH, limit: int = 50) -> list[Revision]:

@@ -12,8 +12,7 @@ from ninja import Query, Router, Status
 from accounts.api_auth import scoped
 from accounts.services import Actor
 from common.bodies import read_limited_body
-from common.cursors import InvalidCursor
-from common.errors import ApiError, Error
+from common.errors import ApiError, Error, cursor_checked
 from common.ingest_gate import ingest_admitted
 from common.jsonbody import DuplicateKey, loads_unique
 from common.text import NOT_JSON_MESSAGE, is_json_request, printable_key
@@ -119,7 +118,7 @@ def ingest(request: HttpRequest):
     summary="List runs, newest first (cursor pages)",
 )
 def list_runs(request: HttpRequest, filters: Query[RunFilterIn]):
-    try:
+    with cursor_checked():
         page = selectors.run_page(
             filters=selectors.RunFilters(
                 outcome=filters.outcome, source=filters.source, tool=filters.tool, intent=filters.intent, q=filters.q
@@ -127,8 +126,6 @@ def list_runs(request: HttpRequest, filters: Query[RunFilterIn]):
             cursor=filters.cursor,
             limit=filters.limit,
         )
-    except InvalidCursor as exc:
-        raise ApiError(400, "bad_cursor", str(exc))
     return Status(200, {"items": page.runs, "next_cursor": page.next_cursor})
 
 
