@@ -47,8 +47,12 @@ class RecordedChatModel:
         except Exception as error:
             self.last_call = model_call_fail(call=call, error=error, latency_ms=_elapsed_ms(started))
             raise
-        self.last_call = model_call_succeed(call=call, response=response, latency_ms=_elapsed_ms(started))
+        self.last_call = self.record_reply(call, response, _elapsed_ms(started))
         return response
+
+    def record_reply(self, call: ModelCall, response: ModelResponse, latency_ms: int) -> ModelCall:
+        """Finish the call's row with the reply (its own durable transaction; a subclass may write it later)."""
+        return model_call_succeed(call=call, response=response, latency_ms=latency_ms)
 
 
 def _elapsed_ms(started: float) -> int:

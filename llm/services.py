@@ -2,7 +2,10 @@
 
 A ledger row is itself the record of a call, so these services write no separate audit event (docs/decisions.md);
 the reaper's `modelcall.reaped` is audited (`model_calls_abandon_stuck`, registered with common/reaper.py). Each
-service is one durable transaction, so a model call can never be recorded from inside someone else's transaction.
+service is one durable transaction, so a model call can never be recorded from inside someone else's transaction, with
+one exception: `model_call_succeed_in_transaction` writes a reply in the transaction of the caller that first uses it
+(an evolution round's checkpoint), so the reply is on record exactly when it is used; the call's row itself is always
+written before the call, in its own transaction.
 """
 
 from __future__ import annotations
@@ -93,9 +96,8 @@ def _finish(call_id: int, started_at: datetime, fields: dict) -> ModelCall:
         return ModelCall.objects.get(pk=call_id)
 
 
-def model_call_succeed(*, call: ModelCall, response: ModelResponse, latency_ms: int | None = None) -> ModelCall:
-    """Record the reply, its usage and its cost (None for a model without a known price)."""
-    fields = {
+def _succeeded(call: ModelCall, response: ModelResponse) -> dict:
+    return {
         "status": ModelCall.Status.SUCCEEDED,
         "input_tokens": response.usage.input_tokens,
         "output_tokens": response.usage.output_tokens,
@@ -105,9 +107,33 @@ def model_call_succeed(*, call: ModelCall, response: ModelResponse, latency_ms: 
         "response_id": (response.response_id or "")[:120],
         "stop_reason": (response.stop_reason or "")[:40],
     }
+
+
+def model_call_succeed(*, call: ModelCall, response: ModelResponse, latency_ms: int | None = None) -> ModelCall:
+    """Record the reply, its usage and its cost (None for a model without a known price)."""
+    fields = _succeeded(call, response)
     if latency_ms is not None:
         fields["latency_ms"] = latency_ms
     return _finish(call.pk, call.started_at, fields)
+
+
+def model_call_succeed_in_transaction(
+    *, call: ModelCall, response: ModelResponse, latency_ms: int, finished_at: datetime
+) -> ModelCall:
+    """model_call_succeed's write in the caller's transaction, which must be open: the one exception to "one durable
+    transaction a service", for a caller that records a reply in the durable write that first uses it (an evolution
+    round's checkpoint #1, graphs/evolution/services.py), so the reply is on record exactly when it is used. The
+    call's `running` row was written by model_call_start before the call, as always. Returns `call`, updated."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("model_call_succeed_in_transaction writes in the caller's transaction: open one first")
+    fields = {**_succeeded(call, response), "latency_ms": latency_ms, "finished_at": finished_at}
+    # As _finish: a reply that arrives after the reaper marked the call abandoned is still recorded.
+    ModelCall.objects.filter(pk=call.pk, status__in=[ModelCall.Status.RUNNING, ModelCall.Status.ABANDONED]).update(
+        **fields
+    )
+    for name, value in fields.items():
+        setattr(call, name, value)
+    return call
 
 
 def model_call_fail(*, call: ModelCall, error: BaseException | str, latency_ms: int | None = None) -> ModelCall:

@@ -39,10 +39,11 @@ from graphs.core.evolve import EvolveConfig, evolve
 from graphs.core.gates import ObjectiveGate, PairedGate, StrictImprovementGate, TieAcceptingGate
 from graphs.core.objectives import ObjectiveContext, ObjectiveSpec
 from graphs.core.stores import HeadMoved, RevisionTraceStore
-from llm.core import ScriptedChatModel
+from llm.core import ModelRequest, ModelResponse, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
 from llm.selectors import calls_for_subject_prefix
+from llm.services import model_call_succeed_in_transaction
 
 from ..models import EvolutionRound, EvolutionRun, Workspace
 from .sources import TWO_HOP, DeclaredContext, build_sources, check_evaluator
@@ -368,7 +369,48 @@ class RunHooks(Hooks):
         self.warnings.append(message)
 
 
-def _model_for(run: EvolutionRun, iteration: int) -> RecordedChatModel:
+class RoundModel(RecordedChatModel):
+    """The round's model on the ledger. Each call's `running` row is written before the call, in a transaction of its
+    own as always (a worker that dies during the call leaves it for the reaper to mark abandoned, and the budget
+    counts it); its reply is written with the step's next durable write (`store.writes_with`: checkpoint #1, where
+    the loop first uses it, else the record or the step's last write), or before the round's next call, instead of
+    in a commit of its own. So a reply is on record exactly when it is used, and a worker that dies between the
+    reply and that write leaves the call as one that died during the call does."""
+
+    def __init__(self, inner: Any, *, subject: tuple[str, str]) -> None:
+        super().__init__(inner, subject=subject)
+        self.replies: list[tuple[Any, ModelResponse, int, datetime]] = []  # (ledger row, reply, latency, at)
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.replies:  # the round asks again (a retry): the reply before goes on record first
+            with transaction.atomic(durable=True):
+                self.write_replies()
+        return super().complete(request)
+
+    def record_reply(self, call, response: ModelResponse, latency_ms: int):
+        self.replies.append((call, response, latency_ms, timezone.now()))
+        return call
+
+    def write_replies(self) -> None:
+        """Finish the rows of the replies not yet written, in the caller's transaction."""
+        replies, self.replies = self.replies, []
+        for call, response, latency_ms, finished_at in replies:
+            model_call_succeed_in_transaction(
+                call=call, response=response, latency_ms=latency_ms, finished_at=finished_at
+            )
+
+    def write_replies_alone(self) -> None:
+        """What a step that fails leaves of its replies, in a transaction of their own (their calls were paid for)."""
+        if not self.replies:
+            return
+        try:
+            with transaction.atomic(durable=True):
+                self.write_replies()
+        except Exception:  # the database itself failed: the rows stay `running`, as if the worker had died
+            log.exception("evolution: the replies of a failing step could not be recorded")
+
+
+def _model_for(run: EvolutionRun, iteration: int) -> RoundModel:
     """The configured model; with no API key the two-hop environment gets spec §10's scripted refiner replies (reply
     k for round k, whatever process runs the round) and other workspaces the demo model."""
     script = run.config.get("script")
@@ -384,7 +426,7 @@ def _model_for(run: EvolutionRun, iteration: int) -> RecordedChatModel:
         inner = ScriptedChatModel([reply], cycle=True, model_id="scripted-two-hop")
     else:
         inner = get_chat_model()
-    return RecordedChatModel(inner, subject=round_subject(run.pk, iteration))
+    return RoundModel(inner, subject=round_subject(run.pk, iteration))
 
 
 def _ledger_usage(run_id: int) -> dict[str, Any]:
@@ -508,6 +550,7 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
     iteration = _next_iteration(store, workspace)
     taking_baseline = run.best is None
     recorded = _model_for(run, iteration)
+    store.writes_with.append(recorded.write_replies)
     hooks = RunHooks(run, worker, recorded)
     sources = build_sources(workspace=workspace, evaluator=run.evaluator, run_id=run.pk, config=run.config)
     config = _config_for(run, max_rounds=0 if taking_baseline else 1)
@@ -538,8 +581,9 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
         )
     except BaseException:
         store.discard_pending()
+        recorded.write_replies_alone()
         raise
-    if store.pending:  # a seed, or anything a loop left unrecorded: written before the step records its end
+    if store.pending or recorded.replies:  # a seed, or anything a loop left unrecorded, before the step's end
         with transaction.atomic():
             store.write_pending()
     return _settle(run, worker, report, meter, hooks, first_iteration=iteration)

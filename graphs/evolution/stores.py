@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -142,6 +142,7 @@ class DbRevisionStore:
         self.heads: dict[tuple[str, str], RevisionRow | None] = {}  # known heads; document may be _UNREAD
         self.pending: list[tuple[RevisionRow, str]] = []  # a row to insert and its document's canonical JSON
         self.deferring = False
+        self.writes_with: list[Callable[[], None]] = []  # other writes made with each write_pending (the ledger's)
 
     def workspace(self, slug: str) -> Workspace:
         if slug not in self._workspaces:
@@ -247,9 +248,11 @@ class DbRevisionStore:
         return _value(row, workspace)
 
     def write_pending(self) -> list[RevisionRow]:
-        """Insert the pending appends in one statement, in the caller's transaction, which must end with it: a
-        collision with another writer's append raises HeadMoved, and what the statement did write is rolled back
-        with the transaction."""
+        """Insert the pending appends in one statement, with the writes of `writes_with`, in the caller's
+        transaction, which must end with it: a collision with another writer's append raises HeadMoved, and what the
+        statement did write is rolled back with the transaction."""
+        for write in self.writes_with:
+            write()
         pending, self.pending = self.pending, []
         if not pending:
             return []

@@ -18,15 +18,15 @@ from llm.core import ModelResponse, Usage
 
 pytestmark = pytest.mark.postgres
 ROUNDS = 4
-# A round's step: claim, read the run, the ledger's totals, the chains' heads; the model call's two ledger writes;
-# checkpoint #1 with the traces and checkpoint #2, each with the meter; the record (decision checkpoint, graph,
-# rejection memory, audit event, round row, its ledger totals, the split decision and the certification
-# graphs.certification_services writes, the run's progress); the hand-over to the next step.
-MAX_QUERIES_PER_ROUND = 28
+# A round's step: claim, read the run, the ledger's totals, the chains' heads; the model call's ledger row; checkpoint
+# #1 with the traces and the call's reply, and checkpoint #2, each with the meter; the record (decision checkpoint,
+# graph and rejection memory in one statement, audit event, round row, its ledger totals, the split decision and the
+# certification graphs.certification_services writes, the run's progress); the hand-over to the next step.
+MAX_QUERIES_PER_ROUND = 25
 # The first round's certificate is issued in its record from the round's own evaluations (the retained graph is the
 # active one): uplift's statements for it come on top.
-MAX_QUERIES_FIRST_ROUND = 40
-COMMITS_PER_ROUND = 7  # claim, the model call's start and end, checkpoint #1, checkpoint #2, the record, the hand-over
+MAX_QUERIES_FIRST_ROUND = 34
+COMMITS_PER_ROUND = 6  # claim, the model call's row, checkpoint #1 (with its reply), checkpoint #2, record, hand-over
 NOT_COUNTED = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "SET LOCAL")
 
 
