@@ -316,10 +316,10 @@ def _bytes(characters: frozenset) -> list[int]:
 
 
 def _gate_tables():
-    """Stage 1's two translation tables (a bit per group), the group bits -> the patterns' bits, stage 2's table (a
-    bit per pattern, per offset from the anchor), and the patterns' (anchor, family, match)."""
+    """Stage 1's two translation tables (a bit per group), stage 2's tables (a bit per pattern: of the anchor's two
+    bytes, and of a byte per offset from the anchor), and the patterns' (anchor, family, match)."""
     first, second = bytearray(256), bytearray(256)
-    patterns_of_groups = np.zeros(256, dtype=np.uint64)
+    pairs = np.zeros(256 * 256, dtype=np.uint64)
     around = np.zeros((2 * _REACH + 1, 256), dtype=np.uint64)
     matches = []
     for number, (signature, anchor, group, family, pattern) in enumerate(_GATE_PATTERNS):
@@ -329,22 +329,20 @@ def _gate_tables():
             first[byte] |= 1 << group
         for byte in _bytes(positions[anchor + 1]):
             second[byte] |= 1 << group
-        for bits in range(256):
-            if bits >> group & 1:
-                patterns_of_groups[bits] |= bit
+        pairs[np.add.outer(np.array(_bytes(positions[anchor])) << 8, _bytes(positions[anchor + 1])).ravel()] |= bit
         for offset in range(-_REACH, _REACH + 1):
             at = anchor + offset
             allowed = _bytes(positions[at]) if 0 <= at < len(positions) else slice(None)
             around[offset + _REACH, allowed] |= bit
         matches.append((anchor, family, re.compile(pattern).match))
-    return bytes(first), bytes(second), patterns_of_groups, around, matches
+    return bytes(first), bytes(second), pairs, around, matches
 
 
 if len(_GATE_PATTERNS) > 64:  # a bit each in stage 2's uint64 tables
     raise RuntimeError("the gate has room for 64 patterns")
-_FIRST, _SECOND, _PATTERNS_OF_GROUPS, _AROUND, _GATE_MATCHES = _gate_tables()
-# Stage 2's offsets from the anchor, nearest first.
-_OFFSET_ORDER = sorted(range(-_REACH, _REACH + 1), key=lambda offset: (abs(offset - 0.5), offset))
+_FIRST, _SECOND, _PAIRS, _AROUND, _GATE_MATCHES = _gate_tables()
+# Stage 2's offsets from the anchor after the anchor itself, nearest first.
+_OFFSET_ORDER = sorted((*range(-_REACH, 0), *range(2, _REACH + 1)), key=lambda offset: (abs(offset - 0.5), offset))
 
 # High-entropy tokens, for all the texts at once. The runs of token characters (`_TOKEN`'s alphabet translated to
 # "a", any other byte to " "): a run of ENTROPY_MIN_LENGTH holds two whole aligned 8-byte words of "a"s, found by
@@ -383,21 +381,23 @@ def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> 
     observations: dict[str, str] = {}  # observation -> lowered, spacing normalised (only for injection hits)
     items = list(texts)
     findings: list[Finding] = []
-    for index, families in _candidates([item.text for item in items]):
+    for index, families, tokens in _candidates([item.text for item in items]):
         item = items[index]
-        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations, families))
+        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations, families, tokens))
     return findings
 
 
-def _candidates(texts: list[str]) -> list[tuple[int, int]]:
-    """(index, rule families), in order, of the texts that may have a finding (the others have none)."""
+def _candidates(texts: list[str]) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """(index, rule families, the spans of its high-entropy tokens), in order, of the texts that may have a finding
+    (the others have none)."""
     if not texts:
         return []
     joined = "\x00".join(texts)
-    data = joined.encode("ascii", "replace")  # one byte a character, "?" for any non-ASCII one
+    data = bytearray(joined, "ascii", "replace")  # one byte a character, "?" for any non-ASCII one
     starts = _text_starts(texts, data)
     hits = _gate_hits(joined, data, starts)  # (position in joined, families)
-    hits.extend((start, _TOKENS) for start in _long_tokens(joined, data))
+    tokens = _long_tokens(joined, data)
+    hits.extend((start, _TOKENS) for start, _ in tokens)
     if not joined.isascii():
         hits.extend((match.start(), _EVERY_FAMILY) for match in _FOLDED.finditer(joined))
     if not hits:
@@ -407,7 +407,13 @@ def _candidates(texts: list[str]) -> list[tuple[int, int]]:
         np.searchsorted(starts, [hit for hit, _ in hits], "right").tolist(), hits, strict=True
     ):
         families[index - 1] = families.get(index - 1, 0) | family
-    return sorted(families.items())
+    spans: dict[int, list[tuple[int, int]]] = {}  # in the text
+    for index, (start, end) in zip(
+        np.searchsorted(starts, [start for start, _ in tokens], "right").tolist(), tokens, strict=True
+    ):
+        offset = int(starts[index - 1])
+        spans.setdefault(index - 1, []).append((start - offset, end - offset))
+    return [(index, family, spans.get(index, [])) for index, family in sorted(families.items())]
 
 
 def _text_starts(texts: list[str], data: bytes) -> np.ndarray:
@@ -419,17 +425,20 @@ def _text_starts(texts: list[str], data: bytes) -> np.ndarray:
     return np.array([0, *accumulate(len(text) + 1 for text in texts)])
 
 
-def _gate_hits(joined: str, data: bytes, starts: np.ndarray) -> list[tuple[int, int]]:
+def _gate_hits(joined: str, data: bytearray, starts: np.ndarray) -> list[tuple[int, int]]:
     """(position, family) where a pattern of `_GATE_PATTERNS` matches, through the three stages. The tables fold
     ASCII case; the third stage matches in the lowered text of the survivor's own text."""
     if len(data) < 2:
         return []
-    groups = np.frombuffer(data.translate(_FIRST), np.uint8)[:-1] & np.frombuffer(data.translate(_SECOND), np.uint8)[1:]
-    where = np.flatnonzero(groups != 0)
+    # `data` is a bytearray, so are its translations: the AND and the test are written over them, not into two more
+    # arrays the size of the text.
+    first, second = np.frombuffer(data.translate(_FIRST), np.uint8), np.frombuffer(data.translate(_SECOND), np.uint8)
+    groups = np.bitwise_and(first[:-1], second[1:], out=first[:-1])
+    where = np.flatnonzero(np.not_equal(groups, 0, out=second[:-1].view(bool)))
     if not where.size:
         return []
     raw = np.frombuffer(data, np.uint8)
-    patterns = _PATTERNS_OF_GROUPS[groups[where]]
+    patterns = _PAIRS[raw[where].astype(np.intp) << 8 | raw[where + 1]]  # the patterns of the anchor found
     for offset in _OFFSET_ORDER:  # the survivors shrink at each offset: the nearest ones first
         # Past either end of the text a byte is read from the end ("clip"): it can only let a survivor through.
         patterns &= _AROUND[offset + _REACH][raw.take(where + offset, mode="clip")]
@@ -455,8 +464,8 @@ def _gate_hits(joined: str, data: bytes, starts: np.ndarray) -> list[tuple[int, 
     return hits
 
 
-def _long_tokens(joined: str, data: bytes) -> list[int]:
-    """Where a token of high entropy starts (see `_RUN_BYTES`)."""
+def _long_tokens(joined: str, data: bytes) -> list[tuple[int, int]]:
+    """The spans of the tokens of high entropy (see `_RUN_BYTES`)."""
     runs = data.translate(_RUN_BYTES)
     words = np.frombuffer(runs, np.uint64, count=len(runs) // 8) == _ALL_RUN
     pairs = np.flatnonzero(words[:-1] & words[1:])
@@ -479,7 +488,9 @@ def _long_tokens(joined: str, data: bytes) -> list[int]:
     starts, lengths = starts[long], lengths[long]
     candidates = _may_be_high(data, starts, lengths)
     starts, ends = starts[candidates].tolist(), (starts + lengths)[candidates].tolist()
-    return [start for start, end in zip(starts, ends, strict=True) if _high_entropy(joined[start:end]) is not None]
+    return [
+        (start, end) for start, end in zip(starts, ends, strict=True) if _high_entropy(joined[start:end]) is not None
+    ]
 
 
 def _may_be_high(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -526,8 +537,11 @@ def _lower(text: str) -> str:
     return lowered if len(lowered) == len(text) else text.replace("\u0130", "I").lower()
 
 
-def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations, families: int) -> list[Finding]:
-    """The findings in one text, of the rule families asked for (the others have none there: see the gate)."""
+def _scan_text(
+    item: LearnedText, text: str, lowered: str, allowed, observations, families: int, tokens: list | None = None
+) -> list[Finding]:
+    """The findings in one text, of the rule families asked for (the others have none there: see the gate).
+    `tokens`: the spans of its high-entropy tokens when known (`_long_tokens`)."""
     found: list[tuple[int, int, Finding]] = []  # (position, rule order, finding)
     spans: list[tuple[int, int]] = []  # URLs: no entropy warning inside one
     credential_spans: list[tuple[int, int]] = []  # reported once, as a secret
@@ -565,15 +579,15 @@ def _scan_text(item: LearnedText, text: str, lowered: str, allowed, observations
         secret_spans.append((start, end))
         message = f"This looks like {_SECRET_KINDS[kind]}; learned text must not carry credentials."
         found.append((start, 1, Finding("secret", CRITICAL, item.where, _cut(excerpt), message, item.sources)))
-    for match in _TOKEN.finditer(text) if families & _TOKENS else ():
-        token = match.group()
-        start, end = match.span()
+    if tokens is None and families & _TOKENS:
+        tokens = [match.span() for match in _TOKEN.finditer(text) if _high_entropy(match.group()) is not None]
+    for start, end in tokens if families & _TOKENS else ():
         if _inside(start, end, spans) or _overlaps(start, end, secret_spans):
             continue
-        entropy = _high_entropy(token)
-        if entropy is not None:
-            message = f"A {len(token)}-character token of {entropy:.1f} bits per character may be a key or a password."
-            found.append((start, 1, Finding("secret", WARNING, item.where, _mask(token), message, item.sources)))
+        token = text[start:end]
+        bits = _high_entropy(token)
+        message = f"A {len(token)}-character token of {bits:.1f} bits per character may be a key or a password."
+        found.append((start, 1, Finding("secret", WARNING, item.where, _mask(token), message, item.sources)))
     for match in _INJECTION.finditer(lowered) if families & _INJECTIONS else ():
         found.append((match.start(), 0, _injection(item, text, lowered, match, observations)))
     found.sort(key=lambda entry: entry[:2])

@@ -654,9 +654,9 @@ def plain_high_entropy(token: str) -> float | None:
     return entropy if entropy >= ENTROPY_THRESHOLD else None
 
 
-def plain_long_tokens(joined: str) -> list[int]:
+def plain_long_tokens(joined: str) -> list[tuple[int, int]]:
     runs = re.finditer(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{24,}", joined)
-    return [run.start() for run in runs if plain_high_entropy(run.group()) is not None]
+    return [run.span() for run in runs if plain_high_entropy(run.group()) is not None]
 
 
 _TOKEN_PARTS = st.sampled_from(
