@@ -71,18 +71,25 @@ def model_call_start(
 ) -> ModelCall:
     """Record a call about to be made, in `running`."""
     subject_type, subject_id = _subject_key(subject)
+    _alone()
+    return ModelCall.objects.create(
+        role=role[:60],
+        model_id=model_id[:100],
+        provider=_provider(provider),
+        status=ModelCall.Status.RUNNING,
+        max_tokens=request.max_tokens,
+        request_digest=request_digest(request, model_id),
+        request_preview=_preview(request),
+        subject_type=subject_type,
+        subject_id=subject_id,
+    )
+
+
+def _alone() -> None:
+    """Refuse to write inside a caller's transaction, as `atomic(durable=True)` does: the one INSERT that follows then
+    commits by itself (autocommit), without the round trips of a BEGIN and a COMMIT."""
     with transaction.atomic(durable=True):
-        return ModelCall.objects.create(
-            role=role[:60],
-            model_id=model_id[:100],
-            provider=_provider(provider),
-            status=ModelCall.Status.RUNNING,
-            max_tokens=request.max_tokens,
-            request_digest=request_digest(request, model_id),
-            request_preview=_preview(request),
-            subject_type=subject_type,
-            subject_id=subject_id,
-        )
+        pass
 
 
 def _finish(call_id: int, started_at: datetime, fields: dict) -> ModelCall:

@@ -38,7 +38,7 @@ from graphs.core.evaluation import Evaluation, EvaluationPending
 from graphs.core.evolve import EvolveConfig, evolve
 from graphs.core.gates import ObjectiveGate, PairedGate, StrictImprovementGate, TieAcceptingGate
 from graphs.core.objectives import ObjectiveContext, ObjectiveSpec
-from graphs.core.stores import HeadMoved, RevisionTraceStore
+from graphs.core.stores import HeadMoved
 from llm.core import ModelRequest, ModelResponse, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
@@ -56,6 +56,7 @@ from .stores import (
     RunCheckpointStore,
     RunGraphStore,
     RunRejectionStore,
+    RunTraceStore,
     round_subject,
 )
 
@@ -573,7 +574,7 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
             trace_source=sources.trace_source,
             evaluator=evaluator,
             gate=gate,
-            trace_store=RevisionTraceStore(store, workspace.slug),
+            trace_store=RunTraceStore(store, workspace.slug),
             checkpoint_store=checkpoint_store,
             hooks=hooks,
             baseline=None if taking_baseline else Evaluation.from_document(run.best),
@@ -628,7 +629,9 @@ def _settle(
     if warnings != list(run.warnings):
         fields["warnings"] = warnings
     if report.best is not None:
-        fields["best"] = report.best.to_document()
+        best = report.best.to_document()
+        if best != run.best:  # the record wrote an accepted round's best already
+            fields["best"] = best
         if run.baseline is None:
             fields["baseline"] = report.best.to_document()
             fields["first_iteration"] = first_iteration

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -44,7 +44,7 @@ from accounts.services import Actor, audit_record
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
 from graphs.core.diagnostics import GraphError, errors_in
-from graphs.core.evaluation import Decision, Evaluation
+from graphs.core.evaluation import Decision, Evaluation, Trace
 from graphs.core.rejections import ACCEPTED, RejectionEntry, RejectionMemory
 from graphs.core.stores import (
     CHECKPOINT_WINDOW,
@@ -54,7 +54,9 @@ from graphs.core.stores import (
     RevisionCheckpointStore,
     RevisionGraphStore,
     RevisionRejectionStore,
+    RevisionTraceStore,
 )
+from graphs.core.traces import traces_document
 from llm.selectors import calls_for_subject
 
 from .. import revisions
@@ -140,7 +142,7 @@ class DbRevisionStore:
         self._workspaces: dict[str, Workspace] = {workspace.slug: workspace for workspace in known}
         self.appended: dict[str, RevisionRow] = {}  # the last row appended per digest, to save a lookup
         self.heads: dict[tuple[str, str], RevisionRow | None] = {}  # known heads; document may be _UNREAD
-        self.pending: list[tuple[RevisionRow, str]] = []  # a row to insert and its document's canonical JSON
+        self.pending: list[tuple[RevisionRow, str, str]] = []  # a row to insert, its document's and meta's JSON
         self.deferring = False
         self.writes_with: list[Callable[[], None]] = []  # other writes made with each write_pending (the ledger's)
 
@@ -225,7 +227,7 @@ class DbRevisionStore:
         """`append` of a document whose canonical JSON and its digest the caller has (RunRejectionStore builds a
         memory's from its entries')."""
         meta = dict(meta or {})
-        canonical_json(meta)  # refuses a meta that is not JSON before anything is written
+        meta_text = canonical_json(meta)  # refuses a meta that is not JSON before anything is written
         current = self._head_row(workspace, kind, document=False)
         actual = current.digest if current is not None else None
         if expected_head != actual:
@@ -239,7 +241,7 @@ class DbRevisionStore:
             document=document,
             meta=meta,
         )
-        self.pending.append((row, canonical))
+        self.pending.append((row, canonical, meta_text))
         self.heads[(workspace, kind)] = row
         self.appended = {row.digest: row}
         if not self.deferring:
@@ -256,10 +258,10 @@ class DbRevisionStore:
         pending, self.pending = self.pending, []
         if not pending:
             return []
-        rows = [row for row, _ in pending]
-        fields = RevisionRow._meta
+        rows = [row for row, _, _ in pending]
+        created_at = RevisionRow._meta.get_field("created_at")
         params: list[Any] = []
-        for row, canonical in pending:
+        for row, canonical, meta_text in pending:
             params += [
                 row.workspace_id,
                 row.kind,
@@ -267,8 +269,8 @@ class DbRevisionStore:
                 row.digest,
                 row.parent_digest,
                 canonical,
-                canonical_json(row.meta),
-                fields.get_field("created_at").get_db_prep_save(row.created_at, connection),
+                meta_text,
+                created_at.get_db_prep_save(row.created_at, connection),
             ]
         with connection.cursor() as cursor:
             cursor.execute(_insert_statement(len(rows)), params)
@@ -286,7 +288,7 @@ class DbRevisionStore:
 
     def discard_pending(self) -> None:
         """Forget appends that were never written (the heads are read again when next needed)."""
-        for row, _ in self.pending:
+        for row, _, _ in self.pending:
             self.heads.pop((row.workspace.slug, row.kind), None)
         self.pending = []
 
@@ -441,6 +443,25 @@ class RunBaselineRecorder:
                 attempts=0,
             )
         return evaluation
+
+
+class RunTraceStore(RevisionTraceStore):
+    """RevisionTraceStore.put with the round's traces document serialized once, for its digest and as stored."""
+
+    def __init__(self, store: DbRevisionStore, workspace: str) -> None:
+        super().__init__(store, workspace)
+        self.store = store
+
+    def put(self, traces: Sequence[Trace], *, iteration: int) -> str:
+        document = traces_document(list(traces), iteration)
+        canonical = _canonical(document)
+        digest = _sha256(canonical)
+        expected = self.store.head_digest(self.workspace, TRACES)
+        if expected == digest:  # the round run again after a crash: its traces are stored already
+            return digest
+        return self.store.append_canonical(
+            self.workspace, TRACES, document, canonical, digest, expected_head=expected, meta={"iteration": iteration}
+        ).digest
 
 
 class RunGraphStore(RevisionGraphStore):

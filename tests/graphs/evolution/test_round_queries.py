@@ -7,6 +7,7 @@ import json
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
 
 from accounts.services import Actor
 from graphs import certification_services
@@ -61,16 +62,24 @@ class RevisingModel:
 
 @pytest.fixture
 def commits(monkeypatch):
-    """How many times the test's connection committed (a transaction of the steps, or one statement outside one)."""
+    """How many times the test's connection committed: a transaction of the steps that wrote or read anything (an
+    empty one sends no COMMIT), or a write outside one (which commits by itself)."""
     count = [0]
     original = connection.commit
 
     def counted():
-        count[0] += 1
+        if connection.connection.info.transaction_status != TransactionStatus.IDLE:
+            count[0] += 1
         return original()
 
+    def write_alone(execute, sql, params, many, context):
+        if not connection.in_atomic_block and sql.lstrip().startswith(("INSERT", "UPDATE", "DELETE")):
+            count[0] += 1
+        return execute(sql, params, many, context)
+
     monkeypatch.setattr(connection, "commit", counted)
-    return count
+    with connection.execute_wrapper(write_alone):
+        yield count
 
 
 def test_each_round_of_a_run_makes_a_bounded_number_of_queries_and_commits(
