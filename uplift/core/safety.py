@@ -21,13 +21,15 @@ Findings come in input order of the texts, then by position in the text. Excerpt
 cut to its first 4 characters (at most half of it) and "…".
 
 Speed. The scan must cost about what reading the text costs (bench/certify.py measures it against one pass of a
-trivial regex over every text: about 2x on a 1,000-node graph). Nearly all learned text is ordinary prose with
+trivial regex over every text: under 2x on a 1,000-node graph). Nearly all learned text is ordinary prose with
 nothing to report, so the texts are first gated all at once (see "the gate" below: byte translations and numpy
-find the places where a rule's pattern may start, `re.match` confirms them), and only a text with a confirmed
-pattern is scanned whole, by the rule families that matched there (`_URL`, `_SECRET`, `_TOKEN` and the entropy
-measure, `_INJECTION`, each run over the text once; the comparison with the sources' observations only for a text
-the injection regex matched). The gate is a necessary condition of every rule: tests/uplift/core/test_safety.py
-checks that the gated scan equals the ungated one (`_scan_ungated`).
+find the places where a rule's pattern may start, `re.match` confirms them; the high-entropy tokens of every text
+are found and measured at once, `_long_tokens`), and only a text with a confirmed pattern is scanned, by the rule
+families that matched there (`_URL`, `_SECRET` from the first place a secret's pattern matched, `_INJECTION`,
+each run over the text once; the comparison with the sources' observations only for a text the injection regex
+matched). The gate is a necessary condition of every rule: tests/uplift/core/test_safety.py checks that the gated
+scan equals the ungated one (`_scan_ungated`), and the high-entropy tokens found at once against the rule written
+plainly.
 """
 
 from __future__ import annotations
@@ -229,6 +231,10 @@ _IP = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|.*:.*")  # IPv4, or IPv6 (the bracket
 # there. High-entropy tokens are found apart (`_long_tokens`). A text holding one of the few characters re's case
 # folding matches as ASCII letters but lowering keeps apart (ſ for s, ı for i), or one lowering turns into ASCII
 # (the Kelvin sign, İ), gets every family (`_FOLDED`).
+#
+# Every match of `_SECRET` starts where a `_SECRETS` pattern of the gate does (their signatures are its alternatives'
+# first characters), so `_SECRET` is run from the first of them in the text, not from its start. "send … to
+# https://" ends where its pattern's signature is: it is searched for in the text up to there (`_sent_to_url`).
 
 _URLS, _SECRETS, _TOKENS, _INJECTIONS = 1, 2, 4, 8
 _EVERY_FAMILY = _URLS | _SECRETS | _TOKENS | _INJECTIONS
@@ -241,6 +247,14 @@ _SEPARATOR = _WS | {":", "="}
 _COLON = frozenset(":")
 
 
+def _sent_to_url(lowered: str, at: int) -> re.Match | None:
+    """Stage 3 of "send … to https://", whose match ends with the "://" at `at`: searched for in the text up to it."""
+    return _SENT_TO_URL(lowered, 0, at + 3)
+
+
+_SENT_TO_URL = re.compile(_SYMBOLIC[2]).search
+
+
 def _then(first: str) -> frozenset:
     """The position after one space of `\\s+<word>`: another space or the word's first letter."""
     return _WS | set(first)
@@ -250,7 +264,7 @@ def _then(first: str) -> frozenset:
 # characters, a frozenset one position's choices. The anchors and groups were chosen so that stage 1 finds few pairs
 # (a pair in a group's first table and its second one): a local search over every anchor and group, counting the
 # pairs found in a corpus of prose (docs/), Python code and the tests' ordinary guidance.
-_GATE_PATTERNS: list[tuple[tuple, int, int, int, str]] = [
+_GATE_PATTERNS: list[tuple[tuple, int, int, int, Any]] = [
     (("ignore", _WS, _then("atoeymspfi")), 1, 6, _INJECTIONS, rf"\bignore\s+{_THEIR_ORDERS}"),
     (("disregard", _WS, _then("atoeymspfi")), 2, 4, _INJECTIONS, rf"\bdisregard\s+{_THEIR_ORDERS}"),
     (("forget", _WS, _then("atoeymspfi")), 2, 5, _INJECTIONS, rf"\bforget\s+(?:everything|{_THEIR_ORDERS})"),
@@ -286,13 +300,14 @@ _GATE_PATTERNS: list[tuple[tuple, int, int, int, str]] = [
     (("aiza", *[_TOKEN_SET] * 4), 2, 0, _SECRETS, r"\baiza[0-9a-z_-]{35}"),
     ((frozenset("rs"), "k_live_"), 1, 0, _SECRETS, r"\b[rs]k_live_[0-9a-z]{10}"),
     (("eyj", *[_TOKEN_SET] * 4), 1, 5, _SECRETS, r"\beyj[a-z0-9_-]{10}"),
-    (("private key-----",), 10, 5, _SECRETS, r"private key-----"),
+    (("-----begin ",), 4, 5, _SECRETS, r"-----begin "),
     (("passw", frozenset("od")), 3, 4, _SECRETS, rf"passw(?:or)?d{_ASSIGN}"),
     (("pwd", _SEPARATOR), 0, 6, _SECRETS, rf"pwd{_ASSIGN}"),
     (("api", frozenset("_-k")), 2, 0, _SECRETS, rf"api[_-]?key{_ASSIGN}"),
     (("secret", _SEPARATOR), 2, 4, _SECRETS, rf"secret{_ASSIGN}"),
     (("token", _SEPARATOR), 1, 1, _SECRETS, rf"token{_ASSIGN}"),
-    (("://",), 0, 3, _URLS | _INJECTIONS, r"://"),  # a scheme; "send … to https://"
+    (("://",), 0, 3, _URLS, r"://"),  # a scheme
+    (("://",), 0, 3, _INJECTIONS, _sent_to_url),
     (("www.",), 0, 2, _URLS, r"\bwww\."),
     # The end of a bare host, by the length of its top-level name (6 letters or more: a prefix of the name).
     *(((".", *[_LETTERS] * length, "/"), 0, 7, _URLS, r"\.[a-z]{2,24}/") for length in range(2, 6)),
@@ -334,7 +349,7 @@ def _gate_tables():
             at = anchor + offset
             allowed = _bytes(positions[at]) if 0 <= at < len(positions) else slice(None)
             around[offset + _REACH, allowed] |= bit
-        matches.append((anchor, family, re.compile(pattern).match))
+        matches.append((anchor, family, pattern if callable(pattern) else re.compile(pattern).match))
     return bytes(first), bytes(second), pairs, around, matches
 
 
@@ -381,21 +396,22 @@ def scan(texts: Iterable[LearnedText], *, allowed_hosts: Iterable[str] = ()) -> 
     observations: dict[str, str] = {}  # observation -> lowered, spacing normalised (only for injection hits)
     items = list(texts)
     findings: list[Finding] = []
-    for index, families, tokens in _candidates([item.text for item in items]):
+    for index, families, tokens, secrets_from in _candidates([item.text for item in items]):
         item = items[index]
-        findings.extend(_scan_text(item, item.text, _lower(item.text), allowed, observations, families, tokens))
+        lowered = _lower(item.text)
+        findings.extend(_scan_text(item, item.text, lowered, allowed, observations, families, tokens, secrets_from))
     return findings
 
 
-def _candidates(texts: list[str]) -> list[tuple[int, int, list[tuple[int, int]]]]:
-    """(index, rule families, the spans of its high-entropy tokens), in order, of the texts that may have a finding
-    (the others have none)."""
+def _candidates(texts: list[str]) -> list[tuple[int, int, list[tuple[int, int]], int]]:
+    """(index, rule families, the spans of its high-entropy tokens, where `_SECRET` may first match), in order, of the
+    texts that may have a finding (the others have none)."""
     if not texts:
         return []
     joined = "\x00".join(texts)
     data = bytearray(joined, "ascii", "replace")  # one byte a character, "?" for any non-ASCII one
     starts = _text_starts(texts, data)
-    hits = _gate_hits(joined, data, starts)  # (position in joined, families)
+    hits = _gate_hits(joined, data, starts)  # (where a pattern's match starts in joined, its family)
     tokens = _long_tokens(joined, data)
     hits.extend((start, _TOKENS) for start, _ in tokens)
     if not joined.isascii():
@@ -403,17 +419,23 @@ def _candidates(texts: list[str]) -> list[tuple[int, int, list[tuple[int, int]]]
     if not hits:
         return []
     families: dict[int, int] = {}
-    for index, (_, family) in zip(
-        np.searchsorted(starts, [hit for hit, _ in hits], "right").tolist(), hits, strict=True
+    secrets_from: dict[int, int] = {}
+    for index, (at, family) in zip(
+        np.searchsorted(starts, [at for at, _ in hits], "right").tolist(), hits, strict=True
     ):
         families[index - 1] = families.get(index - 1, 0) | family
+        if family & _SECRETS:  # the start of a secret's pattern; a folded text's start
+            at = 0 if family == _EVERY_FAMILY else at - int(starts[index - 1])
+            secrets_from[index - 1] = min(at, secrets_from.get(index - 1, at))
     spans: dict[int, list[tuple[int, int]]] = {}  # in the text
     for index, (start, end) in zip(
         np.searchsorted(starts, [start for start, _ in tokens], "right").tolist(), tokens, strict=True
     ):
         offset = int(starts[index - 1])
         spans.setdefault(index - 1, []).append((start - offset, end - offset))
-    return [(index, family, spans.get(index, [])) for index, family in sorted(families.items())]
+    return [
+        (index, family, spans.get(index, []), secrets_from.get(index, 0)) for index, family in sorted(families.items())
+    ]
 
 
 def _text_starts(texts: list[str], data: bytes) -> np.ndarray:
@@ -460,7 +482,7 @@ def _gate_hits(joined: str, data: bytearray, starts: np.ndarray) -> list[tuple[i
             bits &= bits - 1
             anchor, family, match = _GATE_MATCHES[number]
             if at - anchor >= start and match(text, at - anchor - start) is not None:
-                hits.append((at, family))
+                hits.append((at - anchor, family))
     return hits
 
 
@@ -538,10 +560,18 @@ def _lower(text: str) -> str:
 
 
 def _scan_text(
-    item: LearnedText, text: str, lowered: str, allowed, observations, families: int, tokens: list | None = None
+    item: LearnedText,
+    text: str,
+    lowered: str,
+    allowed,
+    observations,
+    families: int,
+    tokens: list | None = None,
+    secrets_from: int = 0,
 ) -> list[Finding]:
     """The findings in one text, of the rule families asked for (the others have none there: see the gate).
-    `tokens`: the spans of its high-entropy tokens when known (`_long_tokens`)."""
+    `tokens`: the spans of its high-entropy tokens when known (`_long_tokens`); `secrets_from`: where `_SECRET` may
+    first match (see the gate)."""
     found: list[tuple[int, int, Finding]] = []  # (position, rule order, finding)
     spans: list[tuple[int, int]] = []  # URLs: no entropy warning inside one
     credential_spans: list[tuple[int, int]] = []  # reported once, as a secret
@@ -562,7 +592,7 @@ def _scan_text(
             message = f"A link to {kind} {host}, which is not among the allowed hosts."
             found.append((start, 2, Finding("url", WARNING, item.where, _cut(_redact(url)), message, item.sources)))
     secret_spans: list[tuple[int, int]] = []
-    for match in _SECRET.finditer(text) if families & _SECRETS else ():
+    for match in _SECRET.finditer(text, secrets_from) if families & _SECRETS else ():
         start, end = match.span()
         if _inside(start, end, credential_spans):
             continue
