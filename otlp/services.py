@@ -31,6 +31,7 @@ from accounts.services import Actor, audit_record
 from llm.core import Usage as ModelUsage
 from llm.pricing import cost_of
 from trajectories import copy_ingest
+from trajectories.normal_form import normal_runs
 from trajectories.selectors import run_ids_by_identity
 from trajectories.services import IngestInvalid, run_ingest_batch
 
@@ -216,7 +217,8 @@ def _ingest(actor: Actor, mappings: list[TraceMapping], outcome: ExportOutcome) 
         if not pending:
             return {}
         try:
-            result = run_ingest_batch(actor=actor, items=[m.run for m in pending])
+            # runs the mapping built in the schema's normal form skip pydantic's Python validators, the rest not
+            result = run_ingest_batch(actor=actor, items=normal_runs([m.run for m in pending]))
             break
         except IngestInvalid as exc:
             bad = {e["loc"][1] for e in exc.errors if len(e["loc"]) > 1 and isinstance(e["loc"][1], int)}
