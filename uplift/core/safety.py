@@ -222,8 +222,9 @@ _IP = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|.*:.*")  # IPv4, or IPv6 (the bracket
 # 1. A rare pair of adjacent positions of each signature (its anchor: "gn" of ignore) is found everywhere at once:
 #    the text translated twice through 256-byte tables whose bits say "this byte may be the first (the second) of
 #    the anchor of a pattern of group k" (8 groups), the two copies ANDed one byte apart.
-# 2. At each anchor found, the _REACH bytes on either side are checked against each pattern's signature (a bit per
-#    pattern and a table per offset; the nearest offsets first, the survivors shrinking at each).
+# 2. At each anchor found, the patterns whose anchor those two bytes are (a bit per pattern, a table of the 65,536
+#    pairs), then the _REACH bytes on either side are checked against each pattern's signature (a table per offset;
+#    the nearest offsets first, the survivors shrinking at each).
 # 3. Where both hold, the pattern itself is matched there, in the survivor's own text lowered (`re.match`).
 #
 # A text then gets the rule families (`_URLS`, `_SECRETS`, `_TOKENS`, `_INJECTIONS`) its confirmed patterns belong
@@ -448,8 +449,8 @@ def _text_starts(texts: list[str], data: bytes) -> np.ndarray:
 
 
 def _gate_hits(joined: str, data: bytearray, starts: np.ndarray) -> list[tuple[int, int]]:
-    """(position, family) where a pattern of `_GATE_PATTERNS` matches, through the three stages. The tables fold
-    ASCII case; the third stage matches in the lowered text of the survivor's own text."""
+    """(where its match starts, family) of each pattern of `_GATE_PATTERNS` that matches, through the three stages.
+    The tables fold ASCII case; the third stage matches in the lowered text of the survivor's own text."""
     if len(data) < 2:
         return []
     # `data` is a bytearray, so are its translations: the AND and the test are written over them, not into two more
