@@ -38,6 +38,7 @@ PAGE_REFUSALS = {
     "intents:windows": (403, 422),
     "intents:window_compare": (403, 422),
     "intents:window_alert_decide": (403, 422),
+    "procedures:mine": (403, 422),
     # The demo holds no evolution run nor webhook endpoint: a 404, unless the role is checked first.
     "graphs:evolution": (403, 404, 405),
     "graphs:evolution_cancel": (403, 404),

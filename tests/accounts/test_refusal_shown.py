@@ -15,6 +15,7 @@ from graphs import views as graph_views
 from graphs.evolution import views as evolution_views
 from intents import views as intent_views
 from intents.windows import views as window_views
+from procedures import views as procedure_views
 from reviews import views as review_views
 from uplift import views as uplift_views
 
@@ -30,6 +31,10 @@ VIEWS_THAT_CALL_A_SERVICE = [
     uplift_views.watch_set_view,
     uplift_views.watch_stop_view,
     review_views.webhook_toggle_view,
+    procedure_views.mine_view,
+    procedure_views.amend_view,
+    procedure_views.rubric_floor_view,
+    procedure_views.rerun_view,
 ]
 
 
