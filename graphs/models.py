@@ -76,7 +76,11 @@ class Revision(models.Model):
     seq = models.PositiveIntegerField()
     digest = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of the document only")
     parent_digest = models.CharField(max_length=64, null=True, blank=True)
-    document = models.JSONField()
+    # The whole document, or (a rejection memory only) null with `appended`: the memory document of the entries this
+    # revision adds to its parent's, so a round writes its one entry, not the whole memory again. The whole document
+    # of such a revision is read through graphs.evolution.stores.memory_document (its digest is the whole one's).
+    document = models.JSONField(null=True)
+    appended = models.JSONField(null=True, blank=True)
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -86,6 +90,13 @@ class Revision(models.Model):
         ordering = ["workspace", "kind", "-seq"]
         constraints = [
             models.UniqueConstraint(fields=["workspace", "kind", "seq"], name="graphs_revision_one_per_seq"),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(document__isnull=False, appended__isnull=True)
+                    | models.Q(document__isnull=True, appended__isnull=False, kind="rejections")
+                ),
+                name="graphs_revision_document_or_appended",
+            ),
         ]
         indexes = [models.Index(fields=["workspace", "kind", "digest"], name="graphs_revision_digest")]
 

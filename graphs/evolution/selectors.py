@@ -14,6 +14,7 @@ from graphs.core.rejections import RejectionMemory
 
 from .. import revisions
 from ..models import EvolutionRound, EvolutionRun, Revision, Workspace
+from .stores import memory_document
 
 RUN_CURSOR = IntCursor("id")
 MAX_PAGE_SIZE = 100
@@ -96,7 +97,8 @@ def score_series(workspace: Workspace, *, runs: int = 10) -> list[dict[str, Any]
 
 def candidate_graph(round_: EvolutionRound) -> Graph | None:
     """The candidate of a round as the rejection memory recorded it (None when the refiner produced none)."""
-    memory = RejectionMemory.from_document(round_.rejections_revision.document)
+    revision = round_.rejections_revision
+    memory = RejectionMemory.from_document(revision.appended or memory_document(revision))
     for entry in memory.entries:
         if entry.iteration == round_.iteration and entry.candidate is not None:
             return Graph.from_document(entry.candidate)
@@ -114,7 +116,7 @@ def base_graph(workspace: Workspace, round_: EvolutionRound) -> Graph:
 
 def rejection_memory(workspace: Workspace) -> RejectionMemory:
     head = revisions.head(workspace, Revision.Kind.REJECTIONS)
-    return RejectionMemory.from_document(head.document) if head is not None else RejectionMemory()
+    return RejectionMemory.from_document(memory_document(head)) if head is not None else RejectionMemory()
 
 
 def open_run(workspace: Workspace) -> EvolutionRun | None:

@@ -38,7 +38,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, JSONField, Sum, Value
+from django.db.models import Count, F, JSONField, Subquery, Sum, Value
 
 from accounts.services import Actor, audit_record
 from graphs.core import canonical_json
@@ -109,17 +109,40 @@ def _sha256(canonical: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def memory_document(row: RevisionRow) -> Any:
+    """The whole document of a rejection-memory revision: its own, or, for one stored as what it appends, the
+    newest whole document before it with the entries of every revision since appended (graphs.models.Revision)."""
+    if row.document is not None and row.document is not _UNREAD:
+        return row.document
+    return memory_document_at(row.workspace_id, row.seq)
+
+
+def memory_document_at(workspace_id: int, seq: int) -> Any:
+    """The whole rejection-memory document of revision `seq` of a workspace's chain (one query)."""
+    chain = RevisionRow.objects.filter(workspace_id=workspace_id, kind=REJECTIONS, seq__lte=seq)
+    whole = chain.filter(document__isnull=False).order_by("-seq").values("seq")[:1]
+    rows = list(chain.filter(seq__gte=Subquery(whole)).order_by("seq").values_list("document", "appended"))
+    if not rows or rows[0][0] is None:
+        raise ValueError(f"rejection memory #{seq} of workspace {workspace_id} has no whole document before it")
+    document = rows[0][0]
+    for _, appended in rows[1:]:
+        entries = [*document["entries"], *appended["entries"]]
+        document = {**document, "entries": entries, "iteration": appended["iteration"], "schema": appended["schema"]}
+    return document
+
+
+REVISION_COLUMNS = ("workspace", "kind", "seq", "digest", "parent_digest", "document", "appended", "meta", "created_at")
+
+
 def _insert_statement(count: int) -> str:
-    """INSERT of `count` revisions, each (workspace, kind, seq, digest, parent, document, meta, created_at) with the
-    document and meta as JSON text, that skips a row whose (workspace, kind, seq) is taken (the caller compares the
-    rows it gets back): no savepoint is needed to go on reading in the transaction after a collision. Plain VALUES:
-    Django's bulk_create sends several rows as arrays (UNNEST), escaping every document's text once more."""
+    """INSERT of `count` revisions, each (workspace, kind, seq, digest, parent, document, appended, meta, created_at)
+    with the document (or what it appends) and meta as JSON text, that skips a row whose (workspace, kind, seq) is
+    taken (the caller compares the rows it gets back): no savepoint is needed to go on reading in the transaction
+    after a collision. Plain VALUES: Django's bulk_create sends several rows as arrays (UNNEST), escaping every
+    document's text once more."""
     quote = connection.ops.quote_name
-    columns = ", ".join(
-        quote(RevisionRow._meta.get_field(name).column)
-        for name in ("workspace", "kind", "seq", "digest", "parent_digest", "document", "meta", "created_at")
-    )
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * count)
+    columns = ", ".join(quote(RevisionRow._meta.get_field(name).column) for name in REVISION_COLUMNS)
+    values = ", ".join([f"({', '.join(['%s'] * len(REVISION_COLUMNS))})"] * count)
     unique = ", ".join(quote(RevisionRow._meta.get_field(name).column) for name in ("workspace", "kind", "seq"))
     return (
         f"INSERT INTO {quote(RevisionRow._meta.db_table)} ({columns}) VALUES {values} "
@@ -142,7 +165,9 @@ class DbRevisionStore:
         self._workspaces: dict[str, Workspace] = {workspace.slug: workspace for workspace in known}
         self.appended: dict[str, RevisionRow] = {}  # the last row appended per digest, to save a lookup
         self.heads: dict[tuple[str, str], RevisionRow | None] = {}  # known heads; document may be _UNREAD
-        self.pending: list[tuple[RevisionRow, str, str]] = []  # a row to insert, its document's and meta's JSON
+        # A row to insert with the JSON text of its document (None when it is stored as what it appends), of what it
+        # appends (None when it is stored whole) and of its meta.
+        self.pending: list[tuple[RevisionRow, str | None, str | None, str]] = []
         self.deferring = False
         self.writes_with: list[Callable[[], None]] = []  # other writes made with each write_pending (the ledger's)
 
@@ -189,7 +214,9 @@ class DbRevisionStore:
         if key not in self.heads:
             self.heads[key] = revisions.head(self.workspace(workspace), kind)
         row = self.heads[key]
-        if row is not None and document and row.document is _UNREAD:
+        if row is not None and document and kind == REJECTIONS and (row.document is None or row.document is _UNREAD):
+            row.document = memory_document_at(row.workspace_id, row.seq)  # on the row in hand only: never saved
+        elif row is not None and document and row.document is _UNREAD:
             row.document = (
                 RevisionRow.objects.filter(workspace=row.workspace, kind=kind, seq=row.seq)
                 .values_list("document", flat=True)
@@ -223,9 +250,11 @@ class DbRevisionStore:
         *,
         expected_head: str | None,
         meta: Mapping | None = None,
+        appended: tuple[Any, str] | None = None,
     ) -> Revision:
         """`append` of a document whose canonical JSON and its digest the caller has (RunRejectionStore builds a
-        memory's from its entries')."""
+        memory's from its entries'); with `appended` (a rejection memory's new entries as a memory document, and its
+        canonical JSON) the row stores that instead of the whole document."""
         meta = dict(meta or {})
         meta_text = canonical_json(meta)  # refuses a meta that is not JSON before anything is written
         current = self._head_row(workspace, kind, document=False)
@@ -238,10 +267,14 @@ class DbRevisionStore:
             seq=0 if current is None else current.seq + 1,
             digest=digest,
             parent_digest=actual,
-            document=document,
+            document=document if appended is None else None,
+            appended=None if appended is None else appended[0],
             meta=meta,
         )
-        self.pending.append((row, canonical, meta_text))
+        if appended is None:
+            self.pending.append((row, canonical, None, meta_text))
+        else:
+            self.pending.append((row, None, appended[1], meta_text))
         self.heads[(workspace, kind)] = row
         self.appended = {row.digest: row}
         if not self.deferring:
@@ -258,17 +291,18 @@ class DbRevisionStore:
         pending, self.pending = self.pending, []
         if not pending:
             return []
-        rows = [row for row, _, _ in pending]
+        rows = [row for row, _, _, _ in pending]
         created_at = RevisionRow._meta.get_field("created_at")
         params: list[Any] = []
-        for row, canonical, meta_text in pending:
+        for row, document, appended, meta_text in pending:
             params += [
                 row.workspace_id,
                 row.kind,
                 row.seq,
                 row.digest,
                 row.parent_digest,
-                canonical,
+                document,
+                appended,
                 meta_text,
                 created_at.get_db_prep_save(row.created_at, connection),
             ]
@@ -288,7 +322,7 @@ class DbRevisionStore:
 
     def discard_pending(self) -> None:
         """Forget appends that were never written (the heads are read again when next needed)."""
-        for row, _, _ in self.pending:
+        for row, _, _, _ in self.pending:
             self.heads.pop((row.workspace.slug, row.kind), None)
         self.pending = []
 
@@ -305,10 +339,18 @@ class DbRevisionStore:
 
     def get(self, workspace: str, kind: str, digest: str) -> Revision | None:
         row = revisions.get(self.workspace(workspace), kind, digest)
-        return _value(row, workspace) if row is not None else None
+        return _value(_whole(row), workspace) if row is not None else None
 
     def list(self, workspace: str, kind: str, limit: int = 50) -> list[Revision]:
-        return [_value(row, workspace) for row in revisions.list_revisions(self.workspace(workspace), kind, limit)]
+        rows = revisions.list_revisions(self.workspace(workspace), kind, limit)
+        return [_value(_whole(row), workspace) for row in rows]
+
+
+def _whole(row: RevisionRow) -> RevisionRow:
+    """The row with its whole document (a rejection memory stored as what it appends gets it on the row in hand)."""
+    if row.document is None:
+        row.document = memory_document(row)
+    return row
 
 
 class DbCheckpointStore(RevisionCheckpointStore):
@@ -539,16 +581,16 @@ def memory_canonical(memory: RejectionMemory, entry_texts: tuple[str, ...]) -> s
     )
 
 
-def _entry_texts(memory: RejectionMemory, parent: _Known | None) -> tuple[str, ...]:
-    """The canonical JSON of each entry of `memory`: the parent's as computed once, when `memory` extends it (the
-    loop appends one entry to the memory it loaded), and the new entries'."""
+def _entry_texts(memory: RejectionMemory, parent: _Known | None) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """The canonical JSON of each entry of `memory`, and of those it adds to its parent's (None when it does not
+    extend the parent's memory, which is then written whole): the parent's as computed once, when `memory` extends
+    it (the loop appends one entry to the memory it loaded), and the new entries'."""
     known = parent.memory.entries if parent is not None else ()
     entries = memory.entries
-    if parent is not None and len(entries) >= len(known) and all(map(operator.is_, known, entries)):
-        head, new = parent.entry_texts(), entries[len(known) :]
-    else:
-        head, new = (), entries
-    return head + tuple(_canonical(entry.to_document()) for entry in new)
+    if parent is not None and len(entries) > len(known) and all(map(operator.is_, known, entries)):
+        added = tuple(_canonical(entry.to_document()) for entry in entries[len(known) :])
+        return parent.entry_texts() + added, added
+    return tuple(_canonical(entry.to_document()) for entry in entries), None
 
 
 class RunRejectionStore(RevisionRejectionStore):
@@ -589,8 +631,13 @@ class RunRejectionStore(RevisionRejectionStore):
         it extends was parsed or written by this process: only the new entry is serialized)."""
         workspace_id = self.store.workspace(self.workspace).pk
         parent = _MEMORIES.get((workspace_id, expected_ref)) if expected_ref is not None else None
-        known = _Known(memory, _entry_texts(memory, parent))
-        canonical = memory_canonical(memory, known.texts)
+        texts, added = _entry_texts(memory, parent)
+        known = _Known(memory, texts)
+        canonical = memory_canonical(memory, texts)
+        appended = None
+        if added is not None:  # stored as the entries it appends to its parent's memory
+            new = RejectionMemory(memory.entries[len(texts) - len(added) :], memory.iteration)
+            appended = (new.to_document(), memory_canonical(new, added))
         revision = self.store.append_canonical(
             self.workspace,
             REJECTIONS,
@@ -599,6 +646,7 @@ class RunRejectionStore(RevisionRejectionStore):
             _sha256(canonical),
             expected_head=expected_ref,
             meta={"iteration": iteration},
+            appended=appended,
         )
         return revision.digest, known
 

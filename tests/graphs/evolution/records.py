@@ -4,6 +4,7 @@ worker died must end with the record of the same run without the crash (issue 30
 from typing import Any
 
 from graphs.core.rejections import RejectionMemory
+from graphs.evolution.stores import memory_document
 from graphs.models import EvolutionRun, GraphCertification, Revision
 from uplift.models import Certificate, HeldOutSplit, SplitDecision
 
@@ -33,7 +34,8 @@ def rejection_entries(workspace) -> list[dict[str, Any]]:
     revisions = chain(workspace, "rejections")
     if not revisions:
         return []
-    documents = [entry.to_document() for entry in RejectionMemory.from_document(revisions[-1].document).entries]
+    memory = RejectionMemory.from_document(memory_document(revisions[-1]))
+    documents = [entry.to_document() for entry in memory.entries]
     for document in documents:
         document.pop("created_at")
     return documents

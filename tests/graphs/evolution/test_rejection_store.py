@@ -1,5 +1,6 @@
 """The rejection memory a run writes is the document the reference store would write (spec §8: the digest is the
-SHA-256 of the document's canonical JSON), though a step serializes only the entry it adds (issue 29)."""
+SHA-256 of the document's canonical JSON), though a step serializes and stores only the entry it adds (issue 29):
+every reader gets the whole memory."""
 
 import hashlib
 
@@ -10,12 +11,15 @@ from graphs.core import canonical_json
 from graphs.core.diagnostics import Diagnostic
 from graphs.core.evaluation import Evaluation, TaskOutcome
 from graphs.core.rejections import RejectionEntry, RejectionMemory
+from graphs.evolution import selectors
 from graphs.evolution.demo import run_inline
-from graphs.evolution.services import evolution_start
-from graphs.evolution.stores import memory_canonical
+from graphs.evolution.services import evolution_start, evolution_step
+from graphs.evolution.stores import memory_canonical, memory_document
 from graphs.services import workspace_create
 
-from .records import chain
+from .records import chain, rejection_entries
+
+OUTCOMES = ["accepted", "structural_failure", "rejected", "duplicate_candidate"]
 
 
 def test_a_memorys_canonical_json_is_built_from_its_entries_canonical_json():
@@ -41,21 +45,45 @@ def test_a_memorys_canonical_json_is_built_from_its_entries_canonical_json():
 
 
 @pytest.mark.django_db
-def test_every_rejection_revision_of_a_run_holds_the_whole_memory_under_its_digest():
+def test_every_rejection_revision_of_a_run_reads_as_the_whole_memory_under_its_digest():
     workspace = workspace_create(actor=Actor.system(), slug="lab").workspace
     run = run_inline(
         evolution_start(actor=Actor.system(), workspace=workspace, rounds=4, evaluator="two-hop", enqueue=False)
     )
     assert run.status == "succeeded"
     revisions = chain(workspace, "rejections")
-    assert [len(revision.document["entries"]) for revision in revisions] == [1, 2, 3, 4]
-    for revision in revisions:
-        document = revision.document
+    # The first revision is stored whole, each later one as the entry it appends.
+    assert [revision.document is None for revision in revisions] == [False, True, True, True]
+    assert [len(revision.appended["entries"]) for revision in revisions[1:]] == [1, 1, 1]
+    documents = [memory_document(revision) for revision in revisions]
+    assert [len(document["entries"]) for document in documents] == [1, 2, 3, 4]
+    for revision, document in zip(revisions, documents, strict=True):
         assert revision.digest == hashlib.sha256(canonical_json(document).encode()).hexdigest()
         assert RejectionMemory.from_document(document).to_document() == document
-    assert [entry.kind for entry in RejectionMemory.from_document(revisions[-1].document).entries] == [
-        "accepted",
-        "structural_failure",
-        "rejected",
-        "duplicate_candidate",
-    ]
+        assert document["iteration"] == revision.meta["iteration"]
+    memory = RejectionMemory.from_document(documents[-1])
+    assert [entry.kind for entry in memory.entries] == OUTCOMES
+    assert selectors.rejection_memory(workspace).to_document() == documents[-1]
+    for round_ in run.rounds.all():
+        found = selectors.candidate_graph(round_)
+        entry = memory.entries[round_.iteration - 1]
+        assert (found.to_document() if found else None) == entry.candidate
+
+
+@pytest.mark.django_db
+def test_a_step_in_a_fresh_process_reads_the_memory_back_and_appends_to_it(monkeypatch):
+    """A step that did not write the memory it extends (another worker process: nothing parsed yet) reads it from
+    the chain and still stores only its own entry; the memory is the same as without the change of process."""
+    from graphs.evolution import stores
+
+    workspace = workspace_create(actor=Actor.system(), slug="lab").workspace
+    run = evolution_start(actor=Actor.system(), workspace=workspace, rounds=4, evaluator="two-hop", enqueue=False)
+    for _ in range(3):
+        evolution_step(run_id=run.pk, worker="w")
+        stores._MEMORIES.clear()  # the next step runs in a process that parsed nothing
+    run = run_inline(run)
+    reference = workspace_create(actor=Actor.system(), slug="reference").workspace
+    run_inline(evolution_start(actor=Actor.system(), workspace=reference, rounds=4, evaluator="two-hop", enqueue=False))
+    assert [r.document is None for r in chain(workspace, "rejections")] == [False, True, True, True]
+    assert rejection_entries(workspace) == rejection_entries(reference)
+    assert [r.digest for r in chain(workspace, "traces")] == [r.digest for r in chain(reference, "traces")]

@@ -6,6 +6,7 @@ from accounts.services import Actor
 from graphs.core.rejections import RejectionMemory
 from graphs.evolution.demo import run_inline
 from graphs.evolution.services import evolution_start
+from graphs.evolution.stores import memory_document
 from graphs.models import EvolutionRun, Revision
 from graphs.services import workspace_create
 from llm.models import ModelCall
@@ -39,7 +40,7 @@ def test_the_scripted_scenario_ends_as_the_spec_says(lab, operator, settings):
     assert len(graphs[1].document["edges"]) == 5
     rejections = list(Revision.objects.filter(workspace=lab, kind="rejections").order_by("seq"))
     assert len(rejections) == 4
-    memory = RejectionMemory.from_document(rejections[-1].document)
+    memory = RejectionMemory.from_document(memory_document(rejections[-1]))
     assert memory.entries[3].duplicate_of == 3
     assert memory.entries[0].retained_score == 0.5
     round_ = run.rounds.get(iteration=1)
