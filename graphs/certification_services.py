@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
@@ -136,8 +136,8 @@ def round_recorded_in_transaction(
 
 
 def _active_of(workspace_id: int) -> Revision | None:
-    active_id = Workspace.objects.filter(pk=workspace_id).values_list("active_revision_id", flat=True).first()
-    return Revision.objects.defer("document").get(pk=active_id) if active_id else None
+    active_id = Workspace.objects.filter(pk=workspace_id).values("active_revision_id")[:1]
+    return Revision.objects.defer("document").filter(pk=Subquery(active_id)).first()  # one query
 
 
 def _run_config(run: EvolutionRun) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.roles import Role, require_role
@@ -74,20 +74,6 @@ def _split_identity(task_ids: Iterable[str]) -> tuple[str, int]:
     if len(set(distinct)) != len(distinct):
         distinct = list(dict.fromkeys(distinct))
     return hashlib.sha256("\n".join(distinct).encode()).hexdigest(), len(distinct)
-
-
-def _locked_split(*, kind: str, parent_key: str, task_ids: Sequence[str], drawn_at: datetime) -> HeldOutSplit:
-    """The split of these tasks, created if new, locked for the caller's transaction."""
-    key = split_key(task_ids)
-    identity = {"kind": kind, "parent_key": parent_key, "key": key}
-    try:
-        with transaction.atomic():
-            HeldOutSplit.objects.get_or_create(
-                **identity, defaults={"task_count": len(set(task_ids)), "drawn_at": drawn_at}
-            )
-    except IntegrityError:  # created by a concurrent decision meanwhile: it exists now
-        pass
-    return HeldOutSplit.objects.select_for_update().get(**identity)
 
 
 _SPLIT_DECIDED = (
@@ -248,10 +234,9 @@ def split_decision_record(
     tasks): it counts against the split's budget like a certificate does."""
     if what not in SplitDecision.What.values:
         raise UpliftInvalid(f"unknown decision kind {what!r}")
-    with transaction.atomic():
-        split = _locked_split(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
-        split.decisions += 1
-        split.save(update_fields=["decisions"])
+    # Inside a caller's transaction (an evolution round's record) no savepoint: an error rolls the caller's back.
+    with transaction.atomic(savepoint=False):
+        split = _split_decided(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
         decision = SplitDecision.objects.create(
             split=split, number=split.decisions, what=what, subject=subject[:200], alpha=alpha, passed=passed
         )
