@@ -26,6 +26,7 @@ core. The item it returns still goes through the ingest service's validation, re
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -311,6 +312,8 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
     # Tokens: each model call once, to the tool step that encloses it, else the first step starting at or after it,
     # else (the closing answer) the last step; a run with no step keeps them apart.
     tool_ids = {s.span_id for s in tools}
+    # Tool steps are in start order (`order`), so the first starting at or after a call is found by bisection.
+    tool_starts = [start for start, _, _ in step_spans] if tools else None
     step_usage = [Usage() for _ in steps]
     run_usage = Usage()
     unpriced: set[str] = set()
@@ -323,7 +326,10 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
             enclosing = ancestor_in(call, by_id, tool_ids)
             if enclosing is not None:
                 target = next(i for i, (_, _, sid) in enumerate(step_spans) if sid == enclosing)
-        if target is None:
+        if target is None and tool_starts is not None:
+            found = bisect_left(tool_starts, call.start_ns)
+            target = found if found < len(tool_starts) else None
+        elif target is None:
             target = next((i for i, (start, _, _) in enumerate(step_spans) if start >= call.start_ns), None)
         if target is None and steps:
             target = len(steps) - 1
