@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,6 +33,7 @@ from django.utils import timezone
 from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common import leases
+from common.fixed_queries import FixedQuery
 from common.leases import RELEASED, LeaseLost, RunCancelled, lease_clear, lease_free, lease_transaction
 from graphs.core.budget import Budget, HookedModel, Hooks, Meter
 from graphs.core.evaluation import Evaluation, EvaluationPending
@@ -430,16 +432,26 @@ def _model_for(run: EvolutionRun, iteration: int) -> RoundModel:
     return RoundModel(inner, subject=round_subject(run.pk, iteration))
 
 
+_USAGE: OrderedDict[int, FixedQuery] = OrderedDict()
+
+
+def _usage_query(run_id: int) -> FixedQuery:
+    """The ledger totals of a run's calls, compiled once per run and thread (every step of the run reads them)."""
+    query = _USAGE.get(run_id)
+    if query is None:
+        calls = calls_for_subject_prefix(ROUND_SUBJECT, f"{run_id}:").order_by()
+        totals = calls.values("subject_type").annotate(calls=Count("id"), output=Sum("output_tokens"), cost=Sum("cost"))
+        query = _USAGE[run_id] = FixedQuery(lambda: totals.values_list("calls", "output", "cost"))
+        while len(_USAGE) > 64:
+            _USAGE.popitem(last=False)
+    _USAGE.move_to_end(run_id)
+    return query
+
+
 def _ledger_usage(run_id: int) -> dict[str, Any]:
     """The run's model calls, output tokens and cost as the ledger holds them (one query)."""
-    totals = calls_for_subject_prefix(ROUND_SUBJECT, f"{run_id}:").aggregate(
-        calls=Count("id"), output=Sum("output_tokens"), cost=Sum("cost")
-    )
-    return {
-        "model_calls": totals["calls"],
-        "output_tokens": totals["output"] or 0,
-        "cost": totals["cost"] or Decimal(0),
-    }
+    (calls, output, cost), *_ = _usage_query(run_id).rows() or [(0, 0, None)]
+    return {"model_calls": calls, "output_tokens": output or 0, "cost": cost or Decimal(0)}
 
 
 @dataclass(frozen=True)

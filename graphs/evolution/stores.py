@@ -38,9 +38,10 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, JSONField, Subquery, Sum, Value
+from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
 
 from accounts.services import Actor, audit_record
+from common.fixed_queries import FixedQuery
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
 from graphs.core.diagnostics import GraphError, errors_in
@@ -150,6 +151,36 @@ def _insert_statement(count: int) -> str:
     )
 
 
+def _head_branches(workspace_id: int) -> list[QuerySet]:
+    """The head of each chain of a workspace, a values_list QuerySet a chain (document of HEAD_DOCUMENTS kinds only)."""
+    branches = []
+    for kind in RevisionRow.Kind.values:
+        chain = RevisionRow.objects.filter(workspace_id=workspace_id, kind=kind).order_by("-seq")
+        document = "document" if kind in HEAD_DOCUMENTS else Value(None, JSONField())
+        branches.append(chain.values_list("kind", "seq", "digest", "parent_digest", "meta", "created_at", document)[:1])
+    return branches
+
+
+_HEADS: OrderedDict[int, FixedQuery] = OrderedDict()
+
+
+def _union(branches: list[QuerySet]) -> QuerySet:
+    return branches[0].union(*branches[1:], all=True).order_by()
+
+
+def _heads_query(workspace_id: int) -> FixedQuery:
+    """The UNION of a workspace's head branches, compiled by the ORM once per workspace and thread (common/
+    fixed_queries.py): compiling four branches cost several times running them, and a run's steps all read the same
+    workspace's heads."""
+    query = _HEADS.get(workspace_id)
+    if query is None:
+        query = _HEADS[workspace_id] = FixedQuery(lambda: _union(_head_branches(workspace_id)))
+        while len(_HEADS) > MEMORIES_KEPT:
+            _HEADS.popitem(last=False)
+    _HEADS.move_to_end(workspace_id)
+    return query
+
+
 _UNREAD = object()  # a head whose document was not read (or a memory appended as its text: read only if needed)
 
 
@@ -180,22 +211,12 @@ class DbRevisionStore:
         """The head of each of the workspace's chains in one query (documents of HEAD_DOCUMENTS kinds only; one query a
         chain where the database cannot limit the parts of a UNION)."""
         ws = self.workspace(workspace)
-        branches = []
-        for kind in RevisionRow.Kind.values:
-            chain = RevisionRow.objects.filter(workspace=ws, kind=kind).order_by("-seq")
-            if kind in HEAD_DOCUMENTS:
-                chain = chain.values_list("kind", "seq", "digest", "parent_digest", "meta", "created_at", "document")
-            else:
-                chain = chain.values_list(
-                    "kind", "seq", "digest", "parent_digest", "meta", "created_at", Value(None, JSONField())
-                )
-            branches.append(chain[:1])
         for kind in RevisionRow.Kind.values:
             self.heads[(workspace, kind)] = None
         if connection.features.supports_slicing_ordering_in_compound:
-            heads = list(branches[0].union(*branches[1:], all=True).order_by())
+            heads = _heads_query(ws.pk).rows()
         else:  # SQLite (the embedded default): one query a chain
-            heads = [head for branch in branches for head in branch]
+            heads = [head for branch in _head_branches(ws.pk) for head in branch]
         for kind, seq, digest, parent, meta, created_at, document in heads:
             row = RevisionRow(
                 workspace=ws,
