@@ -137,7 +137,8 @@ def round_recorded_in_transaction(
 
 def _active_of(workspace_id: int) -> Revision | None:
     active_id = Workspace.objects.filter(pk=workspace_id).values("active_revision_id")[:1]
-    return Revision.objects.defer("document").filter(pk=Subquery(active_id)).first()  # one query
+    # One query; unordered, so the model's ordering does not join the workspace table back in.
+    return Revision.objects.defer("document").filter(pk=Subquery(active_id)).order_by("pk").first()
 
 
 def _run_config(run: EvolutionRun) -> dict[str, Any]:
