@@ -35,7 +35,7 @@ from typing import Any
 from .conventions.messages import first_user_text
 from .outcome import outcome
 from .spans import STATUS_ERROR, SpanRecord, clean_text
-from .steps import CallIndex, error_text, input_messages, message_steps, tool_name, tool_step
+from .steps import LazyCallIndex, error_text, input_messages, message_steps, tool_name, tool_step
 from .tree import OPENINFERENCE_KIND, OPERATION, ancestor_in, descends_from, order, role
 from .values import (
     MAX_COST,
@@ -295,12 +295,12 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
     if len(tools) > max_steps:
         problems.append(f"trace {trace_id}: {len(tools) - max_steps} tool span(s) beyond {max_steps} steps dropped")
         tools = tools[:max_steps]
-    index: CallIndex | None = None
+    index: LazyCallIndex | None = None  # from the first tool span that may need it on, read when one does
     seen_names: dict[str, int] = defaultdict(int)
     steps: list[dict[str, Any]] = []
     for number, span in enumerate(tools):
         if index is None and calls and _needs_calls(span):
-            index = CallIndex.of(calls)
+            index = LazyCallIndex(calls)
         name = tool_name(span)
         steps.append(tool_step(span, name, seen_names[name], index, inferred, number))
         seen_names[name] += 1

@@ -60,6 +60,21 @@ class CallIndex:
         return named[nth] if nth < len(named) else None
 
 
+class LazyCallIndex:
+    """The CallIndex of `models`, built on the first match asked of it: a tool span whose own arguments turn out
+    usable (strands-agents' events, after `_needs_calls` could not tell) never pays for reading every model call's
+    messages."""
+
+    def __init__(self, models: list[SpanRecord]) -> None:
+        self._models = models
+        self._index: CallIndex | None = None
+
+    def match(self, name: str, call_id: str, nth: int) -> ToolCall | None:
+        if self._index is None:
+            self._index = CallIndex.of(self._models)
+        return self._index.match(name, call_id, nth)
+
+
 def tool_name(span: SpanRecord) -> str:
     name = first(span.attributes, "gen_ai.tool.name", "tool.name")
     if not isinstance(name, str) or not name.strip():
@@ -167,7 +182,12 @@ def tool_fields(span: SpanRecord) -> ToolFields:
 
 
 def tool_step(
-    span: SpanRecord, name: str, nth: int, index: CallIndex | None, inferred: dict[str, str], number: int
+    span: SpanRecord,
+    name: str,
+    nth: int,
+    index: CallIndex | LazyCallIndex | None,
+    inferred: dict[str, str],
+    number: int,
 ) -> dict[str, Any]:
     """One step from the tool span of the tool `name`, its `nth` call. `index` (the model calls' tool calls) is
     consulted only when the span's own arguments are missing or a bare value: the call the model made names them."""
