@@ -1,7 +1,8 @@
 """The learned-content safety scan: each rule with its true positives and its false positives (ordinary procedural
 guidance passes: nothing reported), injection traced to the run and step whose observation it was copied from,
-secrets never shown in an excerpt, the URL allow-list, the order of the findings, the excerpt cut, and a property:
-the gated scan finds exactly what the ungated one finds.
+secrets never shown in an excerpt, the URL allow-list, the order of the findings, the excerpt cut, and two
+properties: the gated scan finds exactly what the ungated one finds, and the high-entropy tokens found for all the
+texts at once are those of the rule written plainly, a character at a time.
 
 Key-shaped test values are assembled from parts, so no file in the repository holds a string a secret scanner
 would take for a live key."""
@@ -670,7 +671,7 @@ def plain_high_entropy(token: str) -> float | None:
     changes = sum(a != b and (a, b) != ("u", "l") for a, b in adjacent)
     if changes < CLASS_CHANGE_MIN * len(adjacent):
         return None
-    counts = {}
+    counts: dict[str, int] = {}
     for c in token:  # in the order of first appearance, so that the sum below is the rule's to the last bit
         counts[c] = counts.get(c, 0) + 1
     entropy = math.log2(len(token)) - sum(n * math.log2(n) for n in counts.values()) / len(token)
@@ -717,5 +718,6 @@ def test_the_long_tokens_of_the_plain_rule_are_found_among_many():
         parts.append("".join(rng.choice(rng.choice(alphabets)) for _ in range(rng.randint(1, 70))))
     joined = "".join(parts)
     expected = plain_long_tokens(joined)
-    assert len(expected) > 100  # many high, many not (the same test, checked on its share)
+    long = re.findall(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{24,}", joined)
+    assert 100 < len(expected) < len(long) - 100  # many long tokens of high entropy, many of low
     assert _long_tokens(joined, joined.encode("ascii", "replace")) == expected
