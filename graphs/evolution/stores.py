@@ -39,6 +39,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
+from django.db.models.sql import UpdateQuery
 
 from accounts.services import Actor, audit_record
 from common.fixed_queries import FixedQuery
@@ -303,14 +304,18 @@ class DbRevisionStore:
                 self.write_pending()
         return _value(row, workspace)
 
-    def write_pending(self) -> list[RevisionRow]:
+    def write_pending(self, *, also: tuple[str, list[Any]] | None = None) -> list[RevisionRow]:
         """Insert the pending appends in one statement, with the writes of `writes_with`, in the caller's
         transaction, which must end with it: a collision with another writer's append raises HeadMoved, and what the
-        statement did write is rolled back with the transaction."""
+        statement did write is rolled back with the transaction. `also`, an UPDATE's (sql, params)
+        (`update_statement`), is sent in the same statement as the INSERT, one round trip for both."""
         for write in self.writes_with:
             write()
         pending, self.pending = self.pending, []
         if not pending:
+            if also is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute(*also)
             return []
         rows = [row for row, _, _, _ in pending]
         created_at = RevisionRow._meta.get_field("created_at")
@@ -327,8 +332,15 @@ class DbRevisionStore:
                 meta_text,
                 created_at.get_db_prep_save(row.created_at, connection),
             ]
+        statement = _insert_statement(len(rows))
         with connection.cursor() as cursor:
-            cursor.execute(_insert_statement(len(rows)), params)
+            if also is not None and connection.vendor == "postgresql":
+                # A data-modifying WITH (PostgreSQL) runs whatever the INSERT does, in the same statement.
+                cursor.execute(f"WITH also AS ({also[0]}) {statement}", [*also[1], *params])
+            else:
+                if also is not None:
+                    cursor.execute(*also)
+                cursor.execute(statement, params)
             ids = {(kind, seq): pk for pk, kind, seq in cursor.fetchall()}
         for row in rows:
             row.pk = ids.get((row.kind, row.seq))
@@ -440,6 +452,14 @@ class DbCheckpointStore(RevisionCheckpointStore):
         return Decision.from_document(document["payload"]["decision"])
 
 
+def update_statement(rows: QuerySet, **fields: Any) -> tuple[str, list[Any]]:
+    """The (sql, params) of `rows.update(**fields)`, compiled by the ORM, to send with another statement."""
+    query = rows.query.chain(UpdateQuery)
+    query.add_update_values(fields)
+    sql, params = query.get_compiler(rows.db).as_sql()
+    return sql, list(params)
+
+
 def record_progress(run: EvolutionRun, **fields: Any) -> None:
     """Write on the run what its next step reads, in the caller's transaction (and on the instance in hand)."""
     EvolutionRun.objects.filter(pk=run.pk).update(**fields)
@@ -470,10 +490,11 @@ class RunCheckpointStore(DbCheckpointStore):
             kept = {key: payload[key] for key in DECISION_KEPT if key in payload}
             super().save(iteration, {**kept, "completed": True})
             return
+        meter = self.meter.to_dict()
         with transaction.atomic():
             super().save(iteration, payload)
-            self.store.write_pending()
-            record_progress(self.run, meter=self.meter.to_dict())
+            self.store.write_pending(also=update_statement(EvolutionRun.objects.filter(pk=self.run.pk), meter=meter))
+        self.run.meter = meter
 
 
 class RunBaselineRecorder:
