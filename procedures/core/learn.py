@@ -114,6 +114,7 @@ def learn_procedure(trajectories: Mapping[str, Sequence[TrajectoryStep]], *, int
 _GUESS_RUNS = 64  # at least this many sorted runs (and 1/16 of all) are folded for the guess
 _BATCH_RUNS = 256  # at most this many runs checked, encoded, then aligned together,
 _BATCH_STEPS = 2_048  # and about this many steps: a few MB of step objects and their fields, still in cache
+_NAMES_FROM = 16  # a known alignment prefix of at least this many tools is found by names (`_Batch.encode`)
 
 
 def _fold_and_retain(
@@ -122,40 +123,37 @@ def _fold_and_retain(
     """The shared tools and their retained arguments, after checking every step; see `learn_procedure`."""
     codes = ToolCodes()
     lookup = codes.lookup
-
-    def encode(steps: Sequence[TrajectoryStep]) -> str:
-        return "".join(map(lookup, map(_tool, steps)))
-
-    prefix = ordered_ids[: max(_GUESS_RUNS, len(ordered_ids) // 16)]
-    first_codes, first_steps = encode(runs[ordered_ids[0]]), runs[ordered_ids[0]]
-    guess = shared_codes([encode(runs[trajectory_id]) for trajectory_id in prefix], codes.ranks())
+    prefix = _Batch([runs[trajectory_id] for trajectory_id in ordered_ids[: max(_GUESS_RUNS, len(ordered_ids) // 16)]])
+    prefix.encode(lookup)
+    first_codes, first_steps = prefix.sequences[0], prefix.runs[0]
+    guess = shared_codes(prefix.sequences, codes.ranks())
     agreement: ArgumentAgreement | None = ArgumentAgreement(guess, first_codes, first_steps)
     every_run = list(runs.values())
     mean_steps = sum(map(len, every_run)) // len(every_run)
     size = max(1, min(_BATCH_RUNS, _BATCH_STEPS // max(1, mean_steps)))
-    sequences: list[str] = []  # every run's codes, in the mapping's order (the prefix encoded again: a few percent)
+    batches: list[_Batch] = []  # kept for a second pass if the guess fails: their code strings, not their steps
     by_names = True  # whether runs starting with the known alignment prefix were common in the last batch that looked
     for number, batch_runs in enumerate(batched(every_run, size)):
-        if not all_true(list(map(_ok, chain.from_iterable(batch_runs)))):
+        batch = _Batch(batch_runs)
+        if not all_true(list(map(_ok, batch.steps))):
             raise ValueError(SOURCES_INVALID)
         known = None if agreement is None or not (by_names or number % 16 == 0) else agreement.known
-        if known is None:
-            batch = _encode(batch_runs, None, lookup, None, chain.from_iterable(batch_runs))
+        if known is None or len(known[3]) < _NAMES_FROM:
+            batch.encode(lookup)
         else:
-            batch = _encode(batch_runs, list(map(_tool, chain.from_iterable(batch_runs))), lookup, known)
-            by_names = 2 * sum(batch.hits) >= len(batch_runs)
-        sequences += batch.sequences
+            by_names = batch.encode(lookup, known)
         if agreement is not None and not agreement.add_batch(batch):
             agreement = None  # the guess is not in some run: it was too long
+        batch.steps = None
+        batches.append(batch)
     if agreement is None:
-        run_codes = dict(zip(runs, sequences, strict=True))
+        run_codes = dict(zip(runs, chain.from_iterable(batch.sequences for batch in batches), strict=True))
         # The fold over the prefix gave the guess: it goes on from there over the other sorted runs.
-        rest = [run_codes[trajectory_id] for trajectory_id in ordered_ids[len(prefix) :]]
+        rest = [run_codes[trajectory_id] for trajectory_id in ordered_ids[len(prefix.runs) :]]
         shared = shared_codes(rest, codes.ranks(), current=guess)
         agreement = ArgumentAgreement(shared, first_codes, first_steps)
-        for batch in batched(zip(sequences, every_run, strict=True), size):
-            batch_sequences, batch_runs = zip(*batch, strict=True)
-            agreement.add_runs(batch_sequences, batch_runs)
+        for batch in batches:
+            agreement.add_batch(batch)
     return codes.decode(agreement.shared), agreement.arguments()
 
 
@@ -252,7 +250,7 @@ class ArgumentAgreement:
         self._cache: dict[str, tuple[int, ...]] = {}
         # A run's leftmost alignment depends only on its codes up to the last aligned step: (those codes, the
         # alignment's agreeing indexes, an itemgetter of them) for the last run aligned by a match (see add_batch).
-        # Also that run's tool names up to there: `_encode` finds such runs by their names and encodes only the rest.
+        # Also that run's tool names up to there: `_Batch.encode` finds such runs by their names (when long enough).
         self._known: tuple[str, tuple[int, ...], Callable[[Sequence[TrajectoryStep]], Any], list[str]] | None = None
 
     @property
@@ -293,47 +291,52 @@ class ArgumentAgreement:
 
     def add_runs(self, sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
         """`add` for each of several runs (their code strings and steps, in the same order); see `add_batch`."""
-        return self.add_batch(_Batch(runs, list(sequences)))
+        return self.add_batch(_Batch(runs, sequences))
 
     def add_batch(self, batch: "_Batch") -> bool:
-        """`add` for each run of a batch, settled in one list comparison when every run's aligned arguments are
-        plain or read-only dicts equal to the expected ones (the common case). A run whose codes start with those
-        of the last run aligned by a match, up to that run's last aligned step, has the same alignment (the greedy
-        leftmost alignment reads no further): its arguments are fetched by one cached `itemgetter`, with no regex
-        and no interpreter work per step. The other runs are matched. Returns False, and changes nothing, if some
-        run does not contain `shared`."""
-        sequences, runs = batch.sequences, batch.runs
-        width = len(self._agreeing)
-        if not width:
-            return not any(map(is_, map(self._match, sequences), repeat(None)))
+        """`add` for each run of an encoded batch, settled in one list comparison when every run's aligned arguments
+        are plain or read-only dicts equal to the expected ones (the common case). A run whose codes start with
+        those of the last run aligned by a match, up to that run's last aligned step, has the same alignment (the
+        greedy leftmost alignment reads no further): one `startswith` on the batch's joined codes finds it, and its
+        arguments are fetched by one cached `itemgetter`, with no regex and no interpreter work per step. The other
+        runs are matched in place in the joined codes (`match(joined, start, end)`: no slice per run). Returns
+        False, and changes nothing, if some run does not contain `shared`."""
+        joined, starts, ends, runs = batch.joined, batch.starts, batch.ends, batch.runs
+        if not self._agreeing:
+            return not any(map(is_, map(self._match, repeat(joined), starts, ends), repeat(None)))
         known = self._known
         if known is not None:
-            hits = batch.hits if batch.known is known else list(map(str.startswith, sequences, repeat(known[0])))
+            hits = list(map(joined.startswith, repeat(known[0]), starts, ends))
             if all(hits):
-                found = list(map(_arguments, chain.from_iterable(map(known[2], runs))))
-                return self._settle(found, sequences, runs)
+                return self._settle(list(map(_arguments, chain.from_iterable(map(known[2], runs)))), batch)
             found = list(map(_arguments, chain.from_iterable(map(known[2], compress(runs, hits)))))
             misses = list(map(not_, hits))
-            sequences, runs = list(compress(sequences, misses)), list(compress(runs, misses))
+            starts, ends, runs = (
+                list(compress(starts, misses)),
+                list(compress(ends, misses)),
+                list(compress(runs, misses)),
+            )
         else:
             found = []
-        matches = list(map(self._match, sequences))
+        matches = list(map(self._match, repeat(joined), starts, ends))
         if any(map(is_, matches, repeat(None))):
             return False
         found += [
-            steps[start].arguments for match, steps in zip(matches, runs, strict=True) for start, _ in match.regs[1:]
+            steps[begin - start].arguments
+            for match, start, steps in zip(matches, starts, runs, strict=True)
+            for begin, _ in match.regs[1:]
         ]
-        last = matches[-1]
-        indexes = tuple(map(_start, last.regs[1:]))
-        prefix = sequences[-1][: last.end()]
+        last, start = matches[-1], starts[-1]
+        indexes = tuple(begin - start for begin, _ in last.regs[1:])
+        prefix = joined[start : last.end()]
         self._known = (prefix, indexes, _getter(indexes), list(map(_tool, runs[-1][: len(prefix)])))
-        return self._settle(found, batch.sequences, batch.runs)
+        return self._settle(found, batch)
 
-    def _settle(self, found: list[Any], sequences: Sequence[str], runs: Sequence[Sequence[TrajectoryStep]]) -> bool:
+    def _settle(self, found: list[Any], batch: "_Batch") -> bool:
         """`found`: every run's aligned arguments, run after run (in any run order)."""
-        if found == self._expected * len(runs) and _COMPARES_AS_DICT.issuperset(map(type, found)):
+        if found == self._expected * len(batch.runs) and _COMPARES_AS_DICT.issuperset(map(type, found)):
             return True
-        for sequence, steps in zip(sequences, runs, strict=True):
+        for sequence, steps in zip(batch.sequences, batch.runs, strict=True):
             self.add(sequence, steps)
         return True
 
@@ -344,48 +347,49 @@ class ArgumentAgreement:
 
 
 class _Batch:
-    """Runs handled together, each run's code string and, if the batch was encoded against an agreement's known
-    alignment prefix (`known`), which runs start with it (`hits`)."""
+    """Runs handled together: their steps in one list (`steps`, until dropped), and once encoded, every run's code
+    string in one joined string, each run's at `joined[start:end]`. Runs' code strings are sliced only when asked
+    for (`sequences`): the common paths read them in place."""
 
-    __slots__ = ("hits", "known", "runs", "sequences")
+    __slots__ = ("_sequences", "ends", "joined", "runs", "starts", "steps")
 
-    def __init__(
-        self, runs: Sequence[Sequence[TrajectoryStep]], sequences: list[str], hits: list[bool] | None = None, known=None
-    ) -> None:
-        self.runs, self.sequences, self.hits, self.known = runs, sequences, hits, known
+    def __init__(self, runs: Sequence[Sequence[TrajectoryStep]], sequences: Sequence[str] | None = None) -> None:
+        self.runs = runs
+        self.ends = list(accumulate(map(len, runs)))
+        self.starts = [0, *self.ends[:-1]]
+        self.steps: list[TrajectoryStep] | None = list(chain.from_iterable(runs)) if sequences is None else None
+        self.joined = "" if sequences is None else "".join(sequences)
+        self._sequences = None if sequences is None else list(sequences)
 
-
-def _encode(
-    runs: Sequence[Sequence[TrajectoryStep]],
-    tools: list[str] | None,
-    lookup: Callable[[str], str],
-    known=None,
-    steps: Iterable[TrajectoryStep] = (),
-) -> _Batch:
-    """The batch's runs with their code strings, encoded in one join: from `tools`, the tool names of all their
-    steps in order, or else from `steps`, all their steps. With `known` (an agreement's known alignment prefix: its
-    codes and tool names) and `tools`, a run whose first tools are those names is not encoded there: its codes are
-    the known ones plus its encoded rest (comparing names is cheaper than looking each up and joining the codes).
-    No interpreter work per step or per run."""
-    ends = list(accumulate(map(len, runs)))
-    starts = [0, *ends[:-1]]
-    hits = None
-    if tools is None:
-        joined = "".join(map(lookup, map(_tool, steps)))
-        return _Batch(runs, list(map(joined.__getitem__, map(slice, starts, ends))))
-    if known is not None:
+    def encode(self, lookup: Callable[[str], str], known=None) -> bool:
+        """All the runs' codes in one join: no interpreter work per step or per run. With `known` (an agreement's
+        known alignment prefix: its codes and tool names), a run whose first tools are those names is not looked up
+        there: its codes are the known ones plus its encoded rest (comparing names costs less than looking each up,
+        once the names are many: a few C calls per run more). Returns whether such runs were at least half."""
+        if known is None:
+            self.joined = "".join(map(lookup, map(_tool, self.steps)))
+            return False
         prefix, names = known[0], known[3]
-        width = len(names)
+        tools = list(map(_tool, self.steps))
+        starts, ends, width = self.starts, self.ends, len(names)
         heads = map(tools.__getitem__, map(slice, starts, map(min, map(add, starts, repeat(width)), ends)))
         hits = list(map(eq, heads, repeat(names)))
-    if hits is None or not any(hits):
-        joined = "".join(map(lookup, tools))
-        return _Batch(runs, list(map(joined.__getitem__, map(slice, starts, ends))), hits, known)
-    cuts = list(map(add, starts, map(mul, hits, repeat(width))))  # a hit's rest starts after the known names
-    joined = "".join(map(lookup, chain.from_iterable(map(tools.__getitem__, map(slice, cuts, ends)))))
-    rest_ends = list(accumulate(map(sub, ends, cuts)))
-    rests = map(joined.__getitem__, map(slice, [0, *rest_ends[:-1]], rest_ends))
-    return _Batch(runs, list(map(add, map(mul, repeat(prefix), hits), rests)), hits, known)
+        if not any(hits):
+            self.joined = "".join(map(lookup, tools))
+            return False
+        cuts = list(map(add, starts, map(mul, hits, repeat(width))))  # a hit's rest starts after the known names
+        rest = "".join(map(lookup, chain.from_iterable(map(tools.__getitem__, map(slice, cuts, ends)))))
+        rest_ends = list(accumulate(map(sub, ends, cuts)))
+        rests = map(rest.__getitem__, map(slice, [0, *rest_ends[:-1]], rest_ends))
+        self._sequences = list(map(add, map(mul, repeat(prefix), hits), rests))
+        self.joined = "".join(self._sequences)
+        return 2 * sum(hits) >= len(hits)
+
+    @property
+    def sequences(self) -> list[str]:
+        if self._sequences is None:
+            self._sequences = list(map(self.joined.__getitem__, map(slice, self.starts, self.ends)))
+        return self._sequences
 
 
 def _getter(indexes: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:

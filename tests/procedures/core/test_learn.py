@@ -358,14 +358,21 @@ def test_a_failed_step_wins_over_arguments_that_are_no_mapping():
 
 
 @settings(max_examples=300 * SCALE, deadline=None)
-@given(st.one_of(tool_runs(), repeated_runs()), st.integers(min_value=1, max_value=40), st.integers(1, 5))
-def test_batch_edges_anywhere_change_nothing(runs, guess_runs, batch_runs):
+@given(
+    st.one_of(tool_runs(), repeated_runs()),
+    st.integers(min_value=1, max_value=40),
+    st.integers(1, 5),
+    st.sampled_from([1, 2, learn._NAMES_FROM]),
+)
+def test_batch_edges_anywhere_change_nothing(runs, guess_runs, batch_runs, names_from):
     # A batch whose aligned arguments all equal the expected dicts is settled in one comparison, any other batch
     # (differing values, read-only or caller mappings) run by run; with a short guess, some batch lacks the guess
-    # and the second pass runs in batches too.
+    # and the second pass runs in batches too. Runs starting with the known alignment prefix are found in the
+    # joined codes or, with a prefix of `_NAMES_FROM` tools or more, by their names (the runs drawn are short).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_GUESS_RUNS", guess_runs)
         patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+        patch.setattr(learn, "_NAMES_FROM", names_from)
         assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
