@@ -30,12 +30,13 @@ imports no app, so the app passes its audit writer), and `take_over(pks)` on com
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, models, transaction
 from django.db.models import Q, QuerySet
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from common.liveness import register_leases
@@ -96,6 +97,80 @@ def lease_claim(
     if reclaim:
         free |= Q(lease_owner=owner_name(owner))
     return rows.filter(free).update(lease_owner=owner_name(owner), lease_expires_at=lease_until(seconds, now), **fields)
+
+
+def lease_claim_row(
+    rows: QuerySet,
+    *,
+    owner: str,
+    seconds: float | timedelta,
+    now: datetime | None = None,
+    related: Sequence[str] = (),
+    **fields: Any,
+) -> models.Model | None:
+    """`lease_claim` of the one row `rows` names, returning it as claimed (with the rows of the forward foreign keys
+    `related` on it, as select_related gives them), or None when another worker holds it. On PostgreSQL one
+    statement does it all, `UPDATE … RETURNING` in a WITH: outside a transaction it commits by itself, without
+    waiting for its WAL flush, as a claim in `lease_transaction` does (set_config in the same statement)."""
+    now = now or timezone.now()
+    free = lease_free(now)
+    fields = {"lease_owner": owner_name(owner), "lease_expires_at": lease_until(seconds, now), **fields}
+    model = rows.model
+    if connection.vendor != "postgresql":  # the claim, then a read of the row it took
+        with lease_transaction():
+            pks = list(rows.filter(free).values_list("pk", flat=True)[:1])
+            if not pks or not rows.filter(pk=pks[0]).filter(free).update(**fields):
+                return None
+            return model._default_manager.select_related(*related).get(pk=pks[0])
+    query = rows.filter(free).query.chain(UpdateQuery)
+    query.add_update_values(fields)
+    update, params = query.get_compiler(rows.db).as_sql()
+    quote = connection.ops.quote_name
+    own = model._meta.concrete_fields
+    joined = [model._meta.get_field(name) for name in related]
+    returning = ", ".join(quote(field.column) for field in own)
+    columns = [f'"claimed".{quote(field.column)}' for field in own]
+    joins = []
+    for number, fk in enumerate(joined):
+        alias = f"related{number}"
+        target = fk.related_model._meta
+        columns += [f"{alias}.{quote(field.column)}" for field in target.concrete_fields]
+        joins.append(
+            f"LEFT JOIN {quote(target.db_table)} {alias} ON {alias}.{quote(fk.target_field.column)} = "
+            f'"claimed".{quote(fk.column)}'
+        )
+    synchronous = ""
+    if not connection.in_atomic_block:  # a claim's own commit: a database crash may lose it without harm
+        synchronous = ", \"off\" AS (SELECT set_config('synchronous_commit', 'off', true))"
+        joins.append('CROSS JOIN "off"')
+    sql = f'WITH "claimed" AS ({update} RETURNING {returning}){synchronous} SELECT {", ".join(columns)} FROM "claimed" '
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " ".join(joins), params)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    values = list(found)
+    row = _from_db(model, own, values[: len(own)], rows.db)
+    start = len(own)
+    for fk in joined:
+        target = fk.related_model._meta.concrete_fields
+        found = values[start : start + len(target)]
+        fk.set_cached_value(
+            row, None if getattr(row, fk.attname) is None else _from_db(fk.related_model, target, found, rows.db)
+        )
+        start += len(target)
+    return row
+
+
+def _from_db(model: type[models.Model], fields: Sequence[models.Field], values: list[Any], db: str) -> models.Model:
+    """An instance of `model` from its columns as read, through the converters a query would apply."""
+    converted = []
+    for field, value in zip(fields, values, strict=True):
+        column = field.get_col(model._meta.db_table)
+        for converter in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+            value = converter(value, column, connection)
+        converted.append(value)
+    return model.from_db(db, [field.attname for field in fields], converted)
 
 
 def lease_write(rows: QuerySet, *, owner: str, what: str, **fields: Any) -> None:

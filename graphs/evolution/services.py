@@ -294,21 +294,19 @@ def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "")
 
 
 def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
-    with lease_transaction():
-        taken = leases.lease_claim(
-            EvolutionRun.objects.filter(pk=run_id, status__in=OPEN),
-            owner=worker,
-            seconds=lease_seconds(),
-            now=now,
-            status=Status.RUNNING,
-            stage="claimed",
-            attempts=F("attempts") + 1,
-            started_at=Coalesce(F("started_at"), Value(now)),
-            updated_at=now,
-        )
-    if not taken:
-        return None
-    return EvolutionRun.objects.select_related("workspace").get(pk=run_id)
+    """Take the run and read it (with its workspace) in one statement; None when another worker holds it."""
+    return leases.lease_claim_row(
+        EvolutionRun.objects.filter(pk=run_id, status__in=OPEN),
+        owner=worker,
+        seconds=lease_seconds(),
+        now=now,
+        related=("workspace",),
+        status=Status.RUNNING,
+        stage="claimed",
+        attempts=F("attempts") + 1,
+        started_at=Coalesce(F("started_at"), Value(now)),
+        updated_at=now,
+    )
 
 
 def lease_wait(run_id: int) -> float | None:

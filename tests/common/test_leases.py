@@ -71,6 +71,29 @@ def test_one_worker_claims_and_a_second_is_refused_while_the_lease_lives(job):
     assert 55 < leases.lease_wait(rows(job)) <= 60
 
 
+def test_a_claimed_row_comes_back_as_claimed_with_its_related_rows_and_a_held_one_does_not(
+    job, django_assert_num_queries
+):
+    Job.objects.filter(pk=job.pk).update(payload={"task": "t"})
+    now = timezone.now()
+    with django_assert_num_queries(1):
+        claimed = leases.lease_claim_row(
+            rows(job), owner="host:1:a", seconds=60, now=now, related=("claimed_by_token",), status=JobStatus.LEASED
+        )
+        assert claimed.claimed_by_token is None  # the related row came with it (none here): no query
+    job.refresh_from_db()
+    assert claimed.pk == job.pk and claimed.payload == {"task": "t"} == job.payload
+    assert (claimed.lease_owner, claimed.status, claimed.lease_expires_at) == (
+        "host:1:a",
+        JobStatus.LEASED,
+        job.lease_expires_at,
+    )
+    assert claimed.lease_expires_at == now + timedelta(seconds=60)
+    assert leases.lease_claim_row(rows(job), owner="host:2:b", seconds=60) is None
+    job.refresh_from_db()
+    assert job.lease_owner == "host:1:a"
+
+
 def test_of_workers_claiming_at_once_on_row_locks_exactly_one_wins(job):
     workers = 12
     barrier = threading.Barrier(workers)
