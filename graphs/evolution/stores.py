@@ -41,7 +41,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
 from django.db.models.sql import UpdateQuery
 
-from accounts.services import Actor, audit_record
+from accounts.services import Actor, audit_batch, audit_record
 from common.fixed_queries import FixedQuery
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
@@ -696,7 +696,9 @@ class RunRejectionStore(RevisionRejectionStore):
         from graphs.certification_services import round_recorded_in_transaction
 
         workspace = self.store.workspace(self.workspace)
-        with transaction.atomic():
+        # The record's audit events (the accepted revision's, its split decision's and its certification's) in one
+        # INSERT.
+        with transaction.atomic(), audit_batch():
             ref, known = self._append(memory, expected_ref=expected_ref, iteration=iteration)
             written = self.store.write_pending()
             entry = memory.entries[-1]
