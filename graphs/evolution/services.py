@@ -314,11 +314,13 @@ def lease_wait(run_id: int) -> float | None:
     return leases.lease_wait(EvolutionRun.objects.filter(pk=run_id, status__in=OPEN))
 
 
-def _update_owned(run: EvolutionRun, worker: str, **fields: Any) -> None:
-    """Write fields of a run we hold; LeaseLost when another worker took it over meanwhile."""
+def _update_owned(run: EvolutionRun, worker: str, *, alone: bool = False, **fields: Any) -> None:
+    """Write fields of a run we hold; LeaseLost when another worker took it over meanwhile. `alone`: committed by
+    itself as a lease's own write (leases.lease_write_alone)."""
     fields.setdefault("updated_at", timezone.now())
     held = EvolutionRun.objects.filter(pk=run.pk, status=Status.RUNNING)
-    leases.lease_write(held, owner=worker, what=f"run {run.pk}", **fields)
+    write = leases.lease_write_alone if alone else leases.lease_write
+    write(held, owner=worker, what=f"run {run.pk}", **fields)
     for key, value in fields.items():
         setattr(run, key, value)
 
@@ -649,9 +651,9 @@ def _settle(
     if ending is not None:
         _update_owned(run, worker, **fields)
         return StepResult(_end(run, worker, *ending), False)
-    with lease_transaction(durable=True):
-        _update_owned(run, worker, **RELEASED, **fields)
-        _enqueue_on_commit(run.pk)
+    # The hand-over commits by itself (one statement), then the next step is sent.
+    _update_owned(run, worker, alone=True, **RELEASED, **fields)
+    _enqueue_on_commit(run.pk)
     return StepResult(run, True)
 
 

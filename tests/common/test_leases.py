@@ -94,6 +94,22 @@ def test_a_claimed_row_comes_back_as_claimed_with_its_related_rows_and_a_held_on
     assert job.lease_owner == "host:1:a"
 
 
+def test_a_write_alone_commits_by_itself_while_held_and_raises_lease_lost_when_not(job, django_assert_num_queries):
+    assert claim(job, "host:1:a") == 1
+    with django_assert_num_queries(1):
+        leases.lease_write_alone(
+            rows(job), owner="host:1:a", what="the job", status=JobStatus.QUEUED, **leases.RELEASED
+        )
+    job.refresh_from_db()
+    assert (job.status, job.lease_owner, job.lease_expires_at) == (JobStatus.QUEUED, "", None)
+    with pytest.raises(leases.LeaseLost, match="the job"):
+        leases.lease_write_alone(rows(job), owner="host:1:a", what="the job", status=JobStatus.LEASED)
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED
+    with pytest.raises(RuntimeError), transaction.atomic():  # it commits by itself: never inside a transaction
+        leases.lease_write_alone(rows(job), owner="host:1:a", what="the job", status=JobStatus.LEASED)
+
+
 def test_of_workers_claiming_at_once_on_row_locks_exactly_one_wins(job):
     workers = 12
     barrier = threading.Barrier(workers)
