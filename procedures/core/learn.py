@@ -5,7 +5,7 @@ import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, batched, chain, compress, count, islice, repeat
-from operator import add, attrgetter, eq, is_, itemgetter, mul, not_, sub
+from operator import add, and_, attrgetter, eq, is_, itemgetter, mul, not_, sub, truth
 from types import MappingProxyType
 from typing import Any
 
@@ -22,6 +22,7 @@ _ok = attrgetter("ok")
 _tool = attrgetter("tool")
 _arguments = attrgetter("arguments")
 _regs = attrgetter("regs")
+_captured = itemgetter(slice(1, None))  # a match's regs without the whole match's span
 _start = itemgetter(0)
 _COMPARES_AS_DICT = frozenset({dict, MappingProxyType})
 
@@ -131,11 +132,11 @@ def _fold_and_retain(
     every_run = list(runs.values())
     mean_steps = sum(map(len, every_run)) // len(every_run)
     size = max(1, min(_BATCH_RUNS, _BATCH_STEPS // max(1, mean_steps)))
-    batches: list[_Batch] = []  # kept for a second pass if the guess fails: their code strings, not their steps
+    batches: list[_Batch] = []  # kept for a second pass if the guess fails: their codes, not their steps
     by_names = True  # whether runs starting with the known alignment prefix were common in the last batch that looked
     for number, batch_runs in enumerate(batched(every_run, size)):
         batch = _Batch(batch_runs)
-        if not all_true(list(map(_ok, batch.steps))):
+        if not all_true(list(map(_ok, chain.from_iterable(batch_runs)))):
             raise ValueError(SOURCES_INVALID)
         known = None if agreement is None or not (by_names or number % 16 == 0) else agreement.known
         if known is None or len(known[3]) < _NAMES_FROM:
@@ -144,7 +145,6 @@ def _fold_and_retain(
             by_names = batch.encode(lookup, known)
         if agreement is not None and not agreement.add_batch(batch):
             agreement = None  # the guess is not in some run: it was too long
-        batch.steps = None
         batches.append(batch)
     if agreement is None:
         run_codes = dict(zip(runs, chain.from_iterable(batch.sequences for batch in batches), strict=True))
@@ -246,8 +246,19 @@ class ArgumentAgreement:
         self._expected = [dict(arguments) for arguments in self._first]
 
     def _align(self) -> None:
-        self._match = subsequence_pattern(self.shared, capture=frozenset(self._agreeing)).match
-        self._cache: dict[str, tuple[int, ...]] = {}
+        """At the start, and whenever positions stop agreeing: the pattern captures the agreeing positions, or a
+        superset of them from which they are picked. It is compiled again only once they are fewer than half of
+        the captured ones: compiling a pattern of L positions costs far more than a match, so recompiling at every
+        disagreement cost up to L compiles per call (a run with one noisy step per position), halving at most log L."""
+        agreeing = self._agreeing
+        if not hasattr(self, "_captured") or 2 * len(agreeing) < len(self._captured):
+            self._captured = tuple(agreeing)
+            self._match = subsequence_pattern(self.shared, capture=frozenset(agreeing)).match
+            # Per distinct code string, the step indexes of the captured positions in its leftmost alignment.
+            self._cache: dict[str, tuple[int, ...]] = {}
+        place = {position: group for group, position in enumerate(self._captured)}
+        # None when every captured position agrees; else a getter of the agreeing ones among the captured ones.
+        self._pick = None if len(agreeing) == len(self._captured) else _getter(tuple(map(place.__getitem__, agreeing)))
         # A run's leftmost alignment depends only on its codes up to the last aligned step: (those codes, the
         # alignment's agreeing indexes, an itemgetter of them) for the last run aligned by a match (see add_batch).
         # Also that run's tool names up to there: `_Batch.encode` finds such runs by their names (when long enough).
@@ -267,14 +278,12 @@ class ArgumentAgreement:
             indexes = self._cache[codes] = tuple(map(_start, match.regs[1:]))
             if len(self._cache) > ALIGNMENTS_REMEMBERED:  # a bound, so memory stays flat in the number of runs
                 self._cache.clear()
-        return indexes
+        return indexes if self._pick is None else self._pick(indexes)
 
     def add(self, codes: str, steps: Sequence[TrajectoryStep]) -> bool:
-        indexes = self._cache.get(codes)
+        indexes = self._indexes(codes)
         if indexes is None:
-            indexes = self._indexes(codes)
-            if indexes is None:
-                return False
+            return False
         found = [steps[index].arguments for index in indexes]
         if found == self._expected and _COMPARES_AS_DICT.issuperset(map(type, found)):
             return True
@@ -321,23 +330,39 @@ class ArgumentAgreement:
         matches = list(map(self._match, repeat(joined), starts, ends))
         if any(map(is_, matches, repeat(None))):
             return False
+        # Each run's spans of its agreeing positions, in the joined codes: less its start, indexes in its steps.
+        groups = map(_captured, map(_regs, matches))
+        spans = list(groups if self._pick is None else map(self._pick, groups))
         found += [
             steps[begin - start].arguments
-            for match, start, steps in zip(matches, starts, runs, strict=True)
-            for begin, _ in match.regs[1:]
+            for run_spans, start, steps in zip(spans, starts, runs, strict=True)
+            for begin, _ in run_spans
         ]
-        last, start = matches[-1], starts[-1]
-        indexes = tuple(begin - start for begin, _ in last.regs[1:])
-        prefix = joined[start : last.end()]
+        start = starts[-1]
+        indexes = tuple(begin - start for begin, _ in spans[-1])
+        prefix = joined[start : matches[-1].end()]
         self._known = (prefix, indexes, _getter(indexes), list(map(_tool, runs[-1][: len(prefix)])))
         return self._settle(found, batch)
 
     def _settle(self, found: list[Any], batch: "_Batch") -> bool:
-        """`found`: every run's aligned arguments, run after run (in any run order)."""
-        if found == self._expected * len(batch.runs) and _COMPARES_AS_DICT.issuperset(map(type, found)):
+        """`found`: every run's arguments at the agreeing positions, run after run (in any run order), so the one
+        at index i is at agreeing position i % width. Positions are independent (the alignment is the whole of
+        `shared`'s, whichever positions agree), so a position stops agreeing when any run's arguments there differ:
+        the batch's are compared at once, and only the differing ones or those of other types by the interpreter."""
+        expected = self._expected * len(batch.runs)
+        if found == expected and _COMPARES_AS_DICT.issuperset(map(type, found)):
             return True
-        for sequence, steps in zip(batch.sequences, batch.runs, strict=True):
-            self.add(sequence, steps)
+        width = len(self._expected)
+        plain = list(map(_COMPARES_AS_DICT.__contains__, map(type, found)))
+        equal = map(truth, map(eq, found, expected))  # a plain or read-only dict compares as a dict already
+        suspect = compress(count(), map(not_, map(and_, plain, equal)))
+        # `==` is the per-position test (§2.1), so `not ==` rather than `!=`
+        differing = {index % width for index in suspect if not _as_dict(found[index]) == expected[index]}  # noqa: SIM201
+        if differing:
+            kept = [k for k in range(width) if k not in differing]
+            self._agreeing = [self._agreeing[k] for k in kept]
+            self._expected = [self._expected[k] for k in kept]
+            self._align()
         return True
 
     def arguments(self) -> list[Mapping[str, Any]]:
@@ -347,17 +372,16 @@ class ArgumentAgreement:
 
 
 class _Batch:
-    """Runs handled together: their steps in one list (`steps`, until dropped), and once encoded, every run's code
-    string in one joined string, each run's at `joined[start:end]`. Runs' code strings are sliced only when asked
-    for (`sequences`): the common paths read them in place."""
+    """Runs handled together: once encoded, every run's code string in one joined string, each run's at
+    `joined[start:end]`. Runs' code strings are sliced only when asked for (`sequences`): the common paths read
+    them in place."""
 
-    __slots__ = ("_sequences", "ends", "joined", "runs", "starts", "steps")
+    __slots__ = ("_sequences", "ends", "joined", "runs", "starts")
 
     def __init__(self, runs: Sequence[Sequence[TrajectoryStep]], sequences: Sequence[str] | None = None) -> None:
         self.runs = runs
         self.ends = list(accumulate(map(len, runs)))
         self.starts = [0, *self.ends[:-1]]
-        self.steps: list[TrajectoryStep] | None = list(chain.from_iterable(runs)) if sequences is None else None
         self.joined = "" if sequences is None else "".join(sequences)
         self._sequences = None if sequences is None else list(sequences)
 
@@ -367,10 +391,10 @@ class _Batch:
         there: its codes are the known ones plus its encoded rest (comparing names costs less than looking each up,
         once the names are many: a few C calls per run more). Returns whether such runs were at least half."""
         if known is None:
-            self.joined = "".join(map(lookup, map(_tool, self.steps)))
+            self.joined = "".join(map(lookup, map(_tool, chain.from_iterable(self.runs))))
             return False
         prefix, names = known[0], known[3]
-        tools = list(map(_tool, self.steps))
+        tools = list(map(_tool, chain.from_iterable(self.runs)))
         starts, ends, width = self.starts, self.ends, len(names)
         heads = map(tools.__getitem__, map(slice, starts, map(min, map(add, starts, repeat(width)), ends)))
         hits = list(map(eq, heads, repeat(names)))
@@ -394,6 +418,8 @@ class _Batch:
 
 def _getter(indexes: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
     """An itemgetter that always returns a tuple (a plain itemgetter of one index returns the item)."""
+    if not indexes:
+        return lambda items: ()
     if len(indexes) == 1:
         single = itemgetter(indexes[0])
         return lambda items: (single(items),)
