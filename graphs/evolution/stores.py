@@ -39,6 +39,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.db.models.sql import UpdateQuery
 
 from accounts.services import Actor, audit_batch, audit_record
@@ -698,10 +699,21 @@ class RunRejectionStore(RevisionRejectionStore):
         workspace = self.store.workspace(self.workspace)
         # The record's audit events (the accepted revision's, its split decision's and its certification's) in one
         # INSERT.
+        entry = memory.entries[-1]
+        # The run's progress goes in the statement of the record's revisions; the round's cost, which the round row
+        # records too, is summed from the ledger there. Progress: the count of steps that died in a row starts again.
+        progress: dict[str, Any] = {
+            "rounds_done": F("rounds_done") + 1,
+            "cost": F("cost") + _round_cost(self.run.pk, entry.iteration),
+            "meter": self.meter.to_dict(),
+            "attempts": 0,
+        }
+        if entry.kind == ACCEPTED and entry.validation is not None:
+            progress["best"] = entry.validation.to_document()
         with transaction.atomic(), audit_batch():
             ref, known = self._append(memory, expected_ref=expected_ref, iteration=iteration)
-            written = self.store.write_pending()
-            entry = memory.entries[-1]
+            run_progress = update_statement(EvolutionRun.objects.filter(pk=self.run.pk), **progress)
+            written = self.store.write_pending(also=run_progress)
             accepted = None
             if entry.kind == ACCEPTED and entry.candidate_digest:
                 accepted = next(
@@ -719,23 +731,25 @@ class RunRejectionStore(RevisionRejectionStore):
                 graph_revision=accepted,
             )
             # The round's decision on the validation split and its candidate's certification, once with the round.
-            # The run's best is still the retained graph's evaluation here: the accepted one replaces it below.
+            # The instance's best is still the retained graph's evaluation here: the accepted one replaces it below.
             round_recorded_in_transaction(
                 run=self.run, workspace=workspace, entry=entry, round_row=round_row, retained=self.run.best
             )
-            progress: dict[str, Any] = {"rounds_done": F("rounds_done") + 1, "cost": F("cost") + round_row.cost}
-            if entry.kind == ACCEPTED and entry.validation is not None:
-                progress["best"] = entry.validation.to_document()
-            # Progress: the count of steps that died in a row starts again.
-            EvolutionRun.objects.filter(pk=self.run.pk).update(meter=self.meter.to_dict(), attempts=0, **progress)
         self.run.rounds_done += 1
         self.run.cost += round_row.cost
-        self.run.meter = self.meter.to_dict()
+        self.run.meter = progress["meter"]
         self.run.attempts = 0
         if "best" in progress:
             self.run.best = progress["best"]
         _remember(workspace.pk, ref, known)
         return ref
+
+
+def _round_cost(run_id: int, iteration: int) -> Coalesce:
+    """The cost of a round's calls as the ledger holds them (0 when none has a price), as a subquery."""
+    calls = calls_for_subject(*round_subject(run_id, iteration)).order_by().values("subject_type")
+    cost = EvolutionRun._meta.get_field("cost")
+    return Coalesce(Subquery(calls.annotate(cost=Sum("cost")).values("cost")), Value(Decimal(0)), output_field=cost)
 
 
 def record_round(
