@@ -21,8 +21,6 @@ NO_SHARED_STEPS = "successful trajectories share no procedure steps"
 _ok = attrgetter("ok")
 _tool = attrgetter("tool")
 _arguments = attrgetter("arguments")
-_regs = attrgetter("regs")
-_captured = itemgetter(slice(1, None))  # a match's regs without the whole match's span
 _start = itemgetter(0)
 _COMPARES_AS_DICT = frozenset({dict, MappingProxyType})
 
@@ -308,8 +306,7 @@ class ArgumentAgreement:
         those of the last run aligned by a match, up to that run's last aligned step, has the same alignment (the
         greedy leftmost alignment reads no further): one `startswith` on the batch's joined codes finds it, and its
         arguments are fetched by one cached `itemgetter`, with no regex and no interpreter work per step. The other
-        runs are matched in place in the joined codes (`match(joined, start, end)`: no slice per run). Returns
-        False, and changes nothing, if some run does not contain `shared`."""
+        runs are matched. Returns False, and changes nothing, if some run does not contain `shared`."""
         joined, starts, ends, runs = batch.joined, batch.starts, batch.ends, batch.runs
         if not self._agreeing:
             return not any(map(is_, map(self._match, repeat(joined), starts, ends), repeat(None)))
@@ -327,20 +324,21 @@ class ArgumentAgreement:
             )
         else:
             found = []
-        matches = list(map(self._match, repeat(joined), starts, ends))
+        # A miss's codes are sliced out, so its match's spans are indexes in its own steps (a slice per run costs
+        # less than an offset per aligned step).
+        sequences = list(map(joined.__getitem__, map(slice, starts, ends)))
+        matches = list(map(self._match, sequences))
         if any(map(is_, matches, repeat(None))):
             return False
-        # Each run's spans of its agreeing positions, in the joined codes: less its start, indexes in its steps.
-        groups = map(_captured, map(_regs, matches))
-        spans = list(groups if self._pick is None else map(self._pick, groups))
+        pick = self._pick
         found += [
-            steps[begin - start].arguments
-            for run_spans, start, steps in zip(spans, starts, runs, strict=True)
-            for begin, _ in run_spans
+            steps[begin].arguments
+            for match, steps in zip(matches, runs, strict=True)
+            for begin, _ in (match.regs[1:] if pick is None else pick(match.regs[1:]))
         ]
-        start = starts[-1]
-        indexes = tuple(begin - start for begin, _ in spans[-1])
-        prefix = joined[start : matches[-1].end()]
+        last = matches[-1]
+        indexes = tuple(map(_start, last.regs[1:] if pick is None else pick(last.regs[1:])))
+        prefix = sequences[-1][: last.end()]
         self._known = (prefix, indexes, _getter(indexes), list(map(_tool, runs[-1][: len(prefix)])))
         return self._settle(found, batch)
 
