@@ -34,6 +34,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +54,12 @@ KEEP_SECONDS = 24 * 3600  # a dead process's stamp stays readable (as stale) far
 # --- stamps ----------------------------------------------------------------------------------------------------------
 def process_name(host: str | None = None, pid: int | None = None) -> str:
     return f"{host or socket.gethostname()}:{pid or os.getpid()}"
+
+
+def lease_owner(work: str | None = None) -> str:
+    """A lease owner as `owner_process` reads it: `<host>:<pid>:<work>` (the task id, a command's name; a fresh id
+    when none is given), at most 200 characters."""
+    return f"{process_name()}:{work or uuid.uuid4().hex[:12]}"[:200]
 
 
 def owner_process(owner: str) -> str | None:

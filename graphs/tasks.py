@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 from celery import shared_task
 
+from common.liveness import lease_owner
 from common.retry import RETRY
 
 from . import certification_services
 from .evolution import services
 
 
-def _worker_name(task_id: str | None) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{task_id or 'local'}"
-
-
 @shared_task(name="graphs.evolution_step", bind=True, ignore_result=True, **RETRY)
 def evolution_step(self, run_id: int) -> None:
     """One step of an evolution run (the baseline, or one round). A run held by a live worker is tried again when
     its lease runs out; a finished run is left alone."""
-    result = services.evolution_step(run_id=run_id, worker=_worker_name(self.request.id))
+    result = services.evolution_step(run_id=run_id, worker=lease_owner(self.request.id))
     if result is None:
         wait = services.lease_wait(run_id)
         if wait is not None and wait > 0:
@@ -33,7 +27,7 @@ def certification_step(self, certification_id: int) -> None:
     """Measure what is left of a graph certification and issue its certificate. One held by a live worker is tried
     again when its lease runs out; a finished one is left alone."""
     result = certification_services.certification_step(
-        certification_id=certification_id, worker=_worker_name(self.request.id)
+        certification_id=certification_id, worker=lease_owner(self.request.id)
     )
     if result is None:
         wait = certification_services.lease_wait(certification_id)

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 from celery import shared_task
 
+from common.liveness import lease_owner
 from common.retry import RETRY
 
 from . import services
-
-
-def _worker_name(task_id: str | None) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{task_id or 'local'}"
 
 
 @shared_task(name="intents.proposal_step", bind=True, ignore_result=True, **RETRY)
 def intent_proposal_step(self, run_id: int) -> None:
     """One batch of a proposal run. A run held by a live worker is tried again when its lease runs out; a finished
     run is left alone. The step enqueues the next one on commit."""
-    result = services.intent_proposal_step(run_id=run_id, worker=_worker_name(self.request.id))
+    result = services.intent_proposal_step(run_id=run_id, worker=lease_owner(self.request.id))
     if result is None:
         wait = services.lease_wait(run_id)
         if wait is not None and wait > 0:

@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from accounts.services import Actor
+from common.liveness import lease_owner
 from common.retry import RETRY
 
 from . import errors
@@ -20,7 +21,7 @@ def replay_offline(self, replay_id: int) -> None:
     if replay is None:
         return
     offline_replay_services.replay_offline_run(
-        replay=replay, worker=offline_replay_services.replay_worker_name(self.request.id)
+        replay=replay, worker=lease_owner(self.request.id)
     )
     wait = offline_replay_services.replay_lease_wait(replay_id)
     if wait is not None and wait > 0 and not self.request.is_eager:  # held elsewhere: look again when it runs out

@@ -2,12 +2,14 @@
 
 from celery import shared_task
 
+from common.liveness import lease_owner
+
 from . import webhooks
 
 
 @shared_task(name="reviews.deliver_webhook", bind=True, ignore_result=True)
 def deliver_webhook(self, delivery_id: int) -> None:
-    webhooks.webhook_delivery_attempt(delivery_id=delivery_id, worker=webhooks.webhook_worker_name(self.request.id))
+    webhooks.webhook_delivery_attempt(delivery_id=delivery_id, worker=lease_owner(self.request.id))
 
 
 @shared_task(name="reviews.deliver_due_webhooks", ignore_result=True)

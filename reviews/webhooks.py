@@ -19,7 +19,6 @@ import secrets
 import socket
 import ssl
 import time
-import uuid
 from datetime import datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit
@@ -32,7 +31,7 @@ from standardwebhooks.webhooks import Webhook
 from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.leases import lease_claim, lease_clear, lease_free, owner_name
-from common.liveness import process_name
+from common.liveness import lease_owner
 
 from .errors import Invalid
 from .models import DeliveryStatus, PromotionRequest, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -213,11 +212,6 @@ def webhook_endpoint_set_active(*, actor: Actor, endpoint: WebhookEndpoint, acti
     return locked
 
 
-def webhook_worker_name(task_id: str | None = None) -> str:
-    """The lease owner of an attempt: `<host>:<pid>:<task id>` (common.liveness reads the process from it)."""
-    return f"{process_name()}:{task_id or uuid.uuid4().hex[:12]}"
-
-
 def _due(now: datetime):
     """Pending deliveries due at `now` that no attempt holds (a lease ending exactly now has run out)."""
     return WebhookDelivery.objects.filter(
@@ -230,7 +224,7 @@ def _claim(delivery_id: int, now: datetime, worker: str | None = None) -> Webhoo
     counted than logged first logs the attempts whose worker stopped before recording them (LOST_ATTEMPT, at the time
     their lease began); a delivery that has used WEBHOOK_MAX_ATTEMPTS attempts ends `failed` with the reason instead
     (None: nothing to send)."""
-    worker = worker or webhook_worker_name()
+    worker = worker or lease_owner()
     with transaction.atomic(durable=True):
         delivery = (
             _due(now).select_for_update(skip_locked=True).select_related("endpoint").filter(pk=delivery_id).first()
@@ -325,7 +319,8 @@ def webhook_delivery_attempt(
 ) -> WebhookDelivery | None:
     """Send one due delivery (outside any transaction) under its lease, log the attempt, release the lease and
     schedule a retry with backoff on failure. None when the delivery is not due (sent, failed, held by another
-    attempt or waiting for its next one). `worker`: the lease's owner (webhook_worker_name; a fresh one by default).
+    attempt or waiting for its next one). `worker`: the lease's owner (`common.liveness.lease_owner`; a fresh one by
+    default).
 
     At least once: a worker that dies after the receiver got the request but before the attempt is recorded leaves
     its lease to run out (WEBHOOK_CLAIM), or to be ended when its process is known dead; the next claim logs the
@@ -334,7 +329,7 @@ def webhook_delivery_attempt(
 
     Delivery bookkeeping (attempt rows, statuses) writes no audit event: the attempt log is its record."""
     now = now or timezone.now()
-    worker = worker or webhook_worker_name()
+    worker = worker or lease_owner()
     delivery = _claim(delivery_id, now, worker)
     if delivery is None:
         return None

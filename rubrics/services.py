@@ -10,8 +10,6 @@ never becomes a half-valid rubric or assessment. Activation of a rubric version 
 
 from __future__ import annotations
 
-import os
-import socket
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -26,6 +24,7 @@ from django.utils import timezone
 from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common.leases import RELEASED, LeaseLost, lease_claim, lease_held, lease_write
+from common.liveness import lease_owner
 from common.text import plain_identifier_error
 from llm.core import MalformedModelOutput, ModelError, ModelRequest, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
@@ -85,10 +84,6 @@ def _version(version_id: int | None) -> RubricVersion:
     if version is None:
         raise NotFound(f"no rubric version {version_id}", code="unknown_rubric_version")
     return version
-
-
-def _worker() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _enqueue(job: RubricJob) -> None:
@@ -329,7 +324,7 @@ def _ask_with_one_retry(model: RecordedChatModel, request: ModelRequest, parse, 
 
 def rubric_propose_run(*, job_id: int, worker: str | None = None) -> RubricJob | None:
     """The proposal task's work: claim, ask the "rubric" role, retry a malformed reply once, append the version."""
-    worker = worker or _worker()
+    worker = worker or lease_owner()
     job = _claim(job_id, worker)
     if job is None:
         return None
@@ -396,7 +391,7 @@ def rubric_judge_run(*, job_id: int, worker: str | None = None) -> RubricJob | N
     """The judging task's work: each of K judges is its own "judge" call (subject: the run); each judge's accepted
     assessments replace its earlier ones and the score is recomputed. A judge whose reply is rejected twice adds
     nothing; the job fails only when every judge failed."""
-    worker = worker or _worker()
+    worker = worker or lease_owner()
     job = _claim(job_id, worker)
     if job is None:
         return None

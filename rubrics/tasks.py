@@ -4,28 +4,22 @@ messages queued before the move and the beat schedule still name them."""
 
 from __future__ import annotations
 
-import os
-import socket
-
 from celery import shared_task
 
+from common.liveness import lease_owner
 from common.retry import RETRY
 
 from . import services
 
 
-def _worker(task_id: str | None) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{task_id or 'local'}"
-
-
 @shared_task(name="reviews.rubric_propose", bind=True, ignore_result=True, **RETRY)
 def rubric_propose(self, job_id: int) -> None:
-    services.rubric_propose_run(job_id=job_id, worker=_worker(self.request.id))
+    services.rubric_propose_run(job_id=job_id, worker=lease_owner(self.request.id))
 
 
 @shared_task(name="reviews.rubric_judge", bind=True, ignore_result=True, **RETRY)
 def rubric_judge(self, job_id: int) -> None:
-    services.rubric_judge_run(job_id=job_id, worker=_worker(self.request.id))
+    services.rubric_judge_run(job_id=job_id, worker=lease_owner(self.request.id))
 
 
 @shared_task(name="reviews.rubric_reap", ignore_result=True)

@@ -9,13 +9,11 @@ have jobs to answer: it then says so and leaves the rest to the worker). One lin
 
 from __future__ import annotations
 
-import os
-import socket
-
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
 from accounts.services import Actor
+from common.liveness import lease_owner
 from graphs import selectors
 from graphs.certification_services import CertificationRefused, certification_step, graph_certify
 
@@ -53,7 +51,7 @@ class Command(BaseCommand):
         self.stdout.write(f"certification {certification.pk} of {candidate.label} against {against} {verb}")
         if not wait:
             return
-        worker = f"{socket.gethostname()}:{os.getpid()}:certify"
+        worker = lease_owner("certify")
         for _ in range(MAX_STEPS):
             certification.refresh_from_db()
             if not certification.is_open or certification.status == certification.Status.WAITING:

@@ -11,8 +11,6 @@ Bad input prints "graph: <reason>" on stderr and exits 2; nothing is written.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from django.http import Http404
 from django.urls import reverse
 
 from accounts.services import Actor
+from common.liveness import lease_owner
 from graphs import revisions, selectors, services
 from graphs.core import GraphError, to_graph_json, to_markdown, to_mermaid
 from graphs.core.bootstrap import bootstrap_graph
@@ -488,7 +487,7 @@ class Command(BaseCommand):
     def _run_here(self, run: EvolutionRun) -> EvolutionRun:
         """Step the run in this process until it ends, printing each round once it is recorded. A step another
         process holds (the reaper handed the run to a worker) is waited for."""
-        worker = f"{socket.gethostname()}:{os.getpid()}:graph-evolve"
+        worker = lease_owner("graph-evolve")
         printed: set[int] = set()
         while True:
             result = evolution.evolution_step(run_id=run.pk, worker=worker)

@@ -12,9 +12,6 @@ operator (version_services.replay_rerun) or by mining the same content again.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from itertools import islice
@@ -30,6 +27,7 @@ from django.utils import timezone
 
 from accounts.services import Actor, audit_record
 from common.leases import LeaseLost, lease_claim, lease_heartbeat, lease_release, lease_wait
+from common.liveness import lease_owner
 from procedures import core
 from procedures.core.columns import OfflineReplay
 from trajectories.selectors import run_columns
@@ -138,10 +136,6 @@ def replay_max_attempts() -> int:
     return int(getattr(settings, "WAYMARK_REPLAY_MAX_ATTEMPTS", 3))
 
 
-def replay_worker_name(task_id: str | None = None) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{task_id or uuid.uuid4().hex[:12]}"[:200]
-
-
 _VERSION_RUN_LISTS = tuple(
     f"{version}__{field}"
     for version in ("version", "compared_with")
@@ -214,7 +208,7 @@ def replay_offline_run(*, replay: ReplayRun, actor: Actor | None = None, worker:
     and the gate report, then settle the version's status. Does nothing unless the replay is queued, or running
     with an expired lease (its worker died: this call takes it over)."""
     actor = actor or Actor.system()
-    worker = worker or replay_worker_name()
+    worker = worker or lease_owner()
     claimed = _claim(replay.pk, worker, actor=actor)
     if claimed is None:
         return ReplayRun.objects.select_related("version__procedure", "compared_with").get(pk=replay.pk)
