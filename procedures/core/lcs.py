@@ -3,7 +3,7 @@
 The reference (trajectory-mining §2.1) fills a DP table whose every cell holds one concrete subsequence: on equal
 elements the diagonal cell extended by that element, otherwise the longer of the up and left cells, and on equal
 length the lexicographically smaller tuple. `lcs` returns exactly the bottom-right cell of that table, using three
-shortcuts that provably give the same answer, and a leaner DP for the rest:
+shortcuts that provably give the same answer, and no table for the rest:
 
 1. If one sequence is a subsequence of the other, it is the answer. Every cell's tuple is a common subsequence of
    the two prefixes with the true LCS length (induction over the recurrence), so the bottom-right cell has length
@@ -13,17 +13,17 @@ shortcuts that provably give the same answer, and a leaner DP for the rest:
    the same element preserves both length order and lexicographic order of the up/left comparison.
 3. A common last element is the last element of the answer: the bottom-right cell is a diagonal extension.
 
-The DP itself stores (length, key tuple) pairs, where a symbol's key is minus its rank in sorted order. For equal
-lengths, the larger key tuple is the lexicographically smaller sequence, so "longer, then lexicographically
-smaller" is plain `max` on the pairs, compared in C.
+The rest needs no table: the bottom-right cell is the lexicographically smallest LCS (proof in `_table_lcs`), built
+greedily from the LCS lengths of the suffixes, which bit-parallel rows give in one big-int operation per element.
 
 Sequences are handled as *code strings*: each tool name becomes one character, so hashing, slicing, concatenation
 and subsequence tests run on compact strings (the subsequence test is a possessive regex: O(L), no backtracking).
-The only place where order matters, the DP's tie-break, ranks the codes by their tool names' sorted order, so it
+The only place where order matters, the tie-break, ranks the codes by their tool names' sorted order, so it
 compares exactly as the tuples of names would.
 """
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
@@ -115,25 +115,55 @@ def lcs_codes(first: str, second: str, ranks: Mapping[str, int] | None = None) -
 
 
 def _table_lcs(first: str, second: str, ranks: Mapping[str, int] | None) -> str:
+    """The reference DP's bottom-right cell, which is the lexicographically smallest LCS (in the ranks' order).
+
+    Why (induction over the table): where the two last elements differ, a common subsequence leaves out one of
+    them, so the cell's LCSs are those of the up and left cells that have the full length, and the smaller of
+    their cells is the smallest of them. Where both are x, the cell is diagonal + x; an LCS S smaller than that
+    would be T + y with T no smaller than the diagonal (T is an LCS of the diagonal's prefixes), so T equal to it
+    and y < x: but then T + y, y ≠ x, is common to the diagonal's prefixes, one longer than their LCS.
+
+    So the cell is built greedily: from positions (i, j), the smallest symbol whose next occurrences in both leave
+    a common subsequence of the remaining length (the earliest occurrences leave the most). The lengths of the
+    suffixes' LCSs come from the bit-parallel LCS rows (Allison-Dix; Hyyrö), one big-int operation per element of
+    `first`: O(len(first) + len(LCS) * alphabet) interpreter steps, not O(len(first) * len(second))."""
     if not first or not second:
         return ""
-    symbols = sorted(set(first) | set(second), key=None if ranks is None else ranks.__getitem__)
-    key = {symbol: -rank for rank, symbol in enumerate(symbols)}
-    second_keys = [key[char] for char in second]
-    empty: tuple[int, tuple[int, ...]] = (0, ())
-    previous = [empty] * (len(second) + 1)
-    for char in first:
-        row_key = key[char]
-        row = [empty]
-        cell = empty
-        for column, column_key in enumerate(second_keys):
-            if column_key == row_key:
-                diagonal = previous[column]
-                cell = (diagonal[0] + 1, (*diagonal[1], row_key))
-            else:
-                up = previous[column + 1]
-                if up > cell:
-                    cell = up
-            row.append(cell)
-        previous = row
-    return "".join(symbols[-item] for item in previous[-1][1])
+    length, width = len(first), len(second)
+    masks: dict[str, int] = {}  # per symbol, the positions in reversed `second` that hold it
+    for position, char in enumerate(reversed(second)):
+        masks[char] = masks.get(char, 0) | (1 << position)
+    full = (1 << width) - 1
+    row = full
+    rows = [row]  # rows[k]: the zero bits of its lowest t bits count the LCS of first[-k:] and second[-t:]
+    for char in reversed(first):
+        matched = row & masks.get(char, 0)
+        row = ((row + matched) | (row - matched)) & full
+        rows.append(row)
+
+    def remaining(i: int, j: int) -> int:  # the LCS length of first[i:] and second[j:]
+        t = width - j
+        return t - (rows[length - i] & ((1 << t) - 1)).bit_count()
+
+    occurs_first: dict[str, list[int]] = {}
+    for position, char in enumerate(first):
+        occurs_first.setdefault(char, []).append(position)
+    occurs_second: dict[str, list[int]] = {}
+    for position, char in enumerate(second):
+        occurs_second.setdefault(char, []).append(position)
+    symbols = sorted(occurs_first.keys() & occurs_second.keys(), key=None if ranks is None else ranks.__getitem__)
+    i = j = 0
+    left = remaining(0, 0)
+    chosen = []
+    while left:
+        for symbol in symbols:
+            in_first, in_second = occurs_first[symbol], occurs_second[symbol]
+            at_first, at_second = bisect_left(in_first, i), bisect_left(in_second, j)
+            if at_first == len(in_first) or at_second == len(in_second):
+                continue
+            after_first, after_second = in_first[at_first] + 1, in_second[at_second] + 1
+            if remaining(after_first, after_second) == left - 1:
+                chosen.append(symbol)
+                i, j, left = after_first, after_second, left - 1
+                break
+    return "".join(chosen)

@@ -287,6 +287,27 @@ def test_lcs_matches_the_reference_cell_for_cell(first, second):
     assert lcs(tuple(first), tuple(second)) == reference_lcs(tuple(first), tuple(second))
 
 
+@settings(max_examples=200 * SCALE, deadline=None)
+@given(st.lists(st.sampled_from("abcdefgh"), max_size=40), st.lists(st.sampled_from("abcdefgh"), max_size=40))
+def test_lcs_of_longer_sequences_matches_the_reference(first, second):
+    # Long enough that the bit-parallel rows span many bits and the greedy takes many steps; shuffled codes
+    # (first sight order) against sorted names, so the tie-break must go by the ranks.
+    assert lcs(tuple(first), tuple(second)) == reference_lcs(tuple(first), tuple(second))
+
+
+@settings(max_examples=200 * SCALE, deadline=None)
+@given(st.lists(st.sampled_from("abc"), max_size=9), st.lists(st.sampled_from("abc"), max_size=9))
+def test_the_reference_cell_is_the_smallest_longest_common_subsequence(first, second):
+    # The fact lcs.py's `_table_lcs` is built on, checked on the literal reference by brute force.
+    common = {
+        picked
+        for mask in range(1 << len(first))
+        if is_subsequence(picked := tuple(tool for k, tool in enumerate(first) if mask >> k & 1), second)
+    }
+    longest = max(map(len, common))
+    assert reference_lcs(tuple(first), tuple(second)) == min(c for c in common if len(c) == longest)
+
+
 @settings(max_examples=300 * SCALE, deadline=None)
 @given(st.lists(TOOLS, max_size=12), st.lists(TOOLS, max_size=6))
 def test_a_contained_sequence_is_its_own_lcs(longer, picks):
