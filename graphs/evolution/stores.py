@@ -763,7 +763,9 @@ def record_round(
     """The round row of a rejection-memory entry, with the calls and cost the ledger holds for that round."""
     decision = entry.decision if isinstance(entry.decision, Mapping) else None
     disposition = decision.get("disposition") if decision else None
-    calls = calls_for_subject(*round_subject(run.pk, entry.iteration)).aggregate(n=Count("id"), cost=Sum("cost"))
+    # The calls and cost as the ledger holds them, summed in the INSERT (and read back with the row).
+    calls = calls_for_subject(*round_subject(run.pk, entry.iteration)).order_by().values("subject_type")
+    model_calls = Coalesce(Subquery(calls.annotate(n=Count("id")).values("n")), Value(0))
     return EvolutionRound.objects.create(
         run=run,
         iteration=entry.iteration,
@@ -782,6 +784,6 @@ def record_round(
         trace_ids=list(entry.trace_ids),
         rejections_revision=rejections_revision,
         graph_revision=graph_revision,
-        model_calls=calls["n"] or 0,
-        cost=calls["cost"] or Decimal(0),
+        model_calls=model_calls,
+        cost=_round_cost(run.pk, entry.iteration),
     )
