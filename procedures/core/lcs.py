@@ -23,7 +23,6 @@ compares exactly as the tuples of names would.
 """
 
 import re
-from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
@@ -145,25 +144,20 @@ def _table_lcs(first: str, second: str, ranks: Mapping[str, int] | None) -> str:
         t = width - j
         return t - (rows[length - i] & ((1 << t) - 1)).bit_count()
 
-    occurs_first: dict[str, list[int]] = {}
-    for position, char in enumerate(first):
-        occurs_first.setdefault(char, []).append(position)
-    occurs_second: dict[str, list[int]] = {}
-    for position, char in enumerate(second):
-        occurs_second.setdefault(char, []).append(position)
-    symbols = sorted(occurs_first.keys() & occurs_second.keys(), key=None if ranks is None else ranks.__getitem__)
+    symbols = sorted(set(first).intersection(second), key=None if ranks is None else ranks.__getitem__)
     i = j = 0
     left = remaining(0, 0)
     chosen = []
     while left:
+        # The smallest symbol occurring early enough in both to leave room for the `left - 1` after it, whose
+        # earliest occurrences leave exactly that (a `find` within those bounds: C speed).
         for symbol in symbols:
-            in_first, in_second = occurs_first[symbol], occurs_second[symbol]
-            at_first, at_second = bisect_left(in_first, i), bisect_left(in_second, j)
-            if at_first == len(in_first) or at_second == len(in_second):
+            at_first = first.find(symbol, i, length - left + 1)
+            if at_first < 0:
                 continue
-            after_first, after_second = in_first[at_first] + 1, in_second[at_second] + 1
-            if remaining(after_first, after_second) == left - 1:
+            at_second = second.find(symbol, j, width - left + 1)
+            if at_second >= 0 and remaining(at_first + 1, at_second + 1) == left - 1:
                 chosen.append(symbol)
-                i, j, left = after_first, after_second, left - 1
+                i, j, left = at_first + 1, at_second + 1, left - 1
                 break
     return "".join(chosen)
