@@ -83,7 +83,7 @@ def subsequence_pattern(codes: str, *, capture: bool | Set[int] = False) -> re.P
     previous position's match: the greedy leftmost alignment. Groups are numbered in position order."""
     parts = []
     for position, char in enumerate(codes):
-        escaped = re.escape(char)
+        escaped = char if char >= "\x80" else re.escape(char)  # codes are clear of ASCII (`_char`)
         captured = capture is True or (capture is not False and position in capture)
         parts.append(f"[^{escaped}]*+({escaped})" if captured else f"[^{escaped}]*+{escaped}")
     return re.compile("".join(parts), re.DOTALL)

@@ -5,7 +5,7 @@ import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, batched, chain, compress, count, islice, repeat
-from operator import add, and_, attrgetter, eq, is_, itemgetter, mul, not_, sub, truth
+from operator import add, and_, attrgetter, eq, is_, itemgetter, mod, mul, not_, sub
 from types import MappingProxyType
 from typing import Any
 
@@ -352,10 +352,11 @@ class ArgumentAgreement:
             return True
         width = len(self._expected)
         plain = list(map(_COMPARES_AS_DICT.__contains__, map(type, found)))
-        equal = map(truth, map(eq, found, expected))  # a plain or read-only dict compares as a dict already
-        suspect = compress(count(), map(not_, map(and_, plain, equal)))
-        # `==` is the per-position test (§2.1), so `not ==` rather than `!=`
-        differing = {index % width for index in suspect if not _as_dict(found[index]) == expected[index]}  # noqa: SIM201
+        unequal = map(not_, map(eq, found, expected))  # a plain or read-only dict compares as a dict already
+        differing = set(map(mod, compress(count(), map(and_, plain, unequal)), repeat(width)))
+        # Any other mapping is compared as a dict (`==` is the per-position test, §2.1: so `not ==`, not `!=`).
+        odd = compress(count(), map(not_, plain))
+        differing.update(index % width for index in odd if not _as_dict(found[index]) == expected[index])  # noqa: SIM201
         if differing:
             kept = [k for k in range(width) if k not in differing]
             self._agreeing = [self._agreeing[k] for k in kept]
