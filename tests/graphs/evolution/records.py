@@ -80,3 +80,22 @@ def run_record(run: EvolutionRun) -> dict[str, Any]:
         "evaluations": (run.meter or {}).get("evaluations"),
         "uplift": uplift_record(workspace),
     }
+
+
+def revised_edge(guidance: str) -> dict[str, Any]:
+    """A refiner's reply that rewrites the search -> read edge with `guidance`: a new, valid candidate each time."""
+    return {
+        "add_nodes": [],
+        "delete_nodes": [],
+        "delete_edges": [{"source": "search", "target": "read"}],
+        "add_edges": [
+            {
+                "source": "search",
+                "target": "read",
+                "relation": "LEADS_TO",
+                "condition": "search returned at least one document",
+                "guidance": guidance,
+                "pitfalls": None,
+            }
+        ],
+    }

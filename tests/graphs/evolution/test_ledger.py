@@ -15,24 +15,10 @@ from graphs.services import workspace_create
 from llm.core import ModelResponse, Usage
 from llm.models import ModelCall
 
-from .records import chain
+from .records import chain, revised_edge
 
 pytestmark = pytest.mark.django_db
-EDIT = {
-    "add_nodes": [],
-    "delete_nodes": [],
-    "delete_edges": [{"source": "search", "target": "read"}],
-    "add_edges": [
-        {
-            "source": "search",
-            "target": "read",
-            "relation": "LEADS_TO",
-            "condition": "search returned at least one document",
-            "guidance": "Read the top hit before answering.",
-            "pitfalls": None,
-        }
-    ],
-}
+EDIT = revised_edge("Read the top hit before answering.")
 
 
 class Refiner:

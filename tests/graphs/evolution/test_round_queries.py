@@ -17,6 +17,8 @@ from graphs.evolution.services import evolution_start, evolution_step
 from graphs.services import workspace_create
 from llm.core import ModelResponse, Usage
 
+from .records import revised_edge
+
 pytestmark = pytest.mark.postgres
 ROUNDS = 4
 # A round's step: claim and read the run (one statement), the ledger's totals, the chains' heads; the model call's
@@ -44,21 +46,7 @@ class RevisingModel:
 
     def complete(self, request):
         self.calls += 1
-        reply = {
-            "add_nodes": [],
-            "delete_nodes": [],
-            "delete_edges": [{"source": "search", "target": "read"}],
-            "add_edges": [
-                {
-                    "source": "search",
-                    "target": "read",
-                    "relation": "LEADS_TO",
-                    "condition": "search returned at least one document",
-                    "guidance": f"Read the top hit before answering (revision {self.calls}).",
-                    "pitfalls": None,
-                }
-            ],
-        }
+        reply = revised_edge(f"Read the top hit before answering (revision {self.calls}).")
         return ModelResponse(text=json.dumps(reply), usage=Usage(input_tokens=300, output_tokens=40))
 
 
