@@ -11,25 +11,13 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from reviews import webhooks
 from reviews.models import DeliveryStatus, WebhookDelivery
+from tests.helpers.migrations import leaves, migrate
 
 BEFORE = [("reviews", "0006_rubrics_leave_for_their_app")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
-
-
-def leaves():
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 @pytest.fixture

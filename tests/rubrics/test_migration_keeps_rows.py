@@ -7,23 +7,11 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from rubrics.models import Rubric, RubricAssessmentRow, RubricJob, RubricScoreRow, RubricVersion
+from tests.helpers.migrations import leaves, migrate
 
 BEFORE = [("reviews", "0005_rollout"), ("rubrics", None)]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
-
-
-def leaves():
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 @pytest.fixture
