@@ -20,9 +20,7 @@ def replay_offline(self, replay_id: int) -> None:
     replay = ReplayRun.objects.filter(pk=replay_id).first()
     if replay is None:
         return
-    offline_replay_services.replay_offline_run(
-        replay=replay, worker=lease_owner(self.request.id)
-    )
+    offline_replay_services.replay_offline_run(replay=replay, worker=lease_owner(self.request.id))
     wait = offline_replay_services.replay_lease_wait(replay_id)
     if wait is not None and wait > 0 and not self.request.is_eager:  # held elsewhere: look again when it runs out
         self.apply_async((replay_id,), countdown=wait + 1)
