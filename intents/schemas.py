@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from common.schemas import InputSchema
+from common.text import require_storable
 
 from .services import MAX_CLIENT_CANDIDATES
 
@@ -65,14 +66,14 @@ class CandidatesSubmitOut(Schema):
 
 
 class VectorIn(InputSchema):
-    text: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+    text: Annotated[str, StringConstraints(min_length=1, max_length=4000), AfterValidator(require_storable)]
     vector: Annotated[list[float], Field(min_length=1, max_length=8192)]
 
 
 class VectorsIn(InputSchema):
     """Vectors of your own embedder for texts (labels): one dimension count per embedder, each text stored once."""
 
-    embedder: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    embedder: Annotated[str, StringConstraints(min_length=1, max_length=80), AfterValidator(require_storable)]
     items: Annotated[list[VectorIn], Field(min_length=1, max_length=1000)]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from accounts.models import AuditEvent
@@ -127,6 +129,8 @@ def test_vectors_refusals_write_nothing(api_client, writer):
     assert_error(post("n", [{"text": "a", "vector": [1e300, 1]}]), 422)
     assert_error(post("bad name!", [{"text": "a", "vector": [1]}]), 422)
     assert_error(post("n", [{"text": "  ", "vector": [1]}]), 422)
+    body = assert_error(post("n", [{"text": "a\x00b", "vector": [1, 2]}]), 422)  # PostgreSQL text cannot hold NUL
+    assert "NUL" in json.dumps(body)
     assert_error(post("n", [{"text": "a", "vector": [1]}, {"text": "a", "vector": [2]}]), 422)
     assert_error(post("n", [{"text": "a", "vector": ["x"]}]), 422)
     assert_error(post("n", []), 422)
