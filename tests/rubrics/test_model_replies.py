@@ -15,17 +15,6 @@ from tests.llm.stand_in import NOT_ANSWERS, stand_in_model
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    """committed(service, **kwargs): call a service and run what it enqueued on commit (Celery runs eagerly)."""
-
-    def call(service, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return service(**kwargs)
-
-    return call
-
-
 def judge(operator, committed, judges):
     version = make_version(operator, committed)
     run_id = make_run()
