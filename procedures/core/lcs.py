@@ -140,23 +140,25 @@ def _table_lcs(first: str, second: str, ranks: Mapping[str, int] | None) -> str:
         row = ((row + matched) | (row - matched)) & full
         rows.append(row)
 
-    def remaining(i: int, j: int) -> int:  # the LCS length of first[i:] and second[j:]
-        t = width - j
-        return t - (rows[length - i] & ((1 << t) - 1)).bit_count()
-
+    # The LCS length of first[i:] and second[j:] is t - (rows[length - i] & low[t]).bit_count(), t = width - j.
+    low = [(1 << t) - 1 for t in range(width + 1)]
     symbols = sorted(set(first).intersection(second), key=None if ranks is None else ranks.__getitem__)
     i = j = 0
-    left = remaining(0, 0)
+    left = width - (rows[length] & full).bit_count()
     chosen = []
     while left:
         # The smallest symbol occurring early enough in both to leave room for the `left - 1` after it, whose
         # earliest occurrences leave exactly that (a `find` within those bounds: C speed).
+        first_end, second_end = length - left + 1, width - left + 1
         for symbol in symbols:
-            at_first = first.find(symbol, i, length - left + 1)
+            at_first = first.find(symbol, i, first_end)
             if at_first < 0:
                 continue
-            at_second = second.find(symbol, j, width - left + 1)
-            if at_second >= 0 and remaining(at_first + 1, at_second + 1) == left - 1:
+            at_second = second.find(symbol, j, second_end)
+            if at_second < 0:
+                continue
+            t = width - at_second - 1
+            if t - (rows[length - at_first - 1] & low[t]).bit_count() == left - 1:
                 chosen.append(symbol)
                 i, j, left = at_first + 1, at_second + 1, left - 1
                 break

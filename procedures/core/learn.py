@@ -4,7 +4,7 @@ import hashlib
 import marshal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, batched, chain, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from operator import add, and_, attrgetter, eq, is_, itemgetter, mod, mul, not_, sub
 from types import MappingProxyType
 from typing import Any
@@ -114,6 +114,7 @@ _GUESS_RUNS = 64  # at least this many sorted runs (and 1/16 of all) are folded 
 _BATCH_RUNS = 256  # at most this many runs checked, encoded, then aligned together,
 _BATCH_STEPS = 2_048  # and about this many steps: a few MB of step objects and their fields, still in cache
 _NAMES_FROM = 16  # a known alignment prefix of at least this many tools is found by names (`_Batch.encode`)
+_WHOLE_STEPS = 16_384  # at most this many steps, and runs a guess would fold a quarter of: handled whole
 
 
 def _fold_and_retain(
@@ -121,18 +122,19 @@ def _fold_and_retain(
 ) -> tuple[Tools, list[Mapping[str, Any]]]:
     """The shared tools and their retained arguments, after checking every step; see `learn_procedure`."""
     codes = ToolCodes()
+    every_run = list(runs.values())
+    if len(every_run) <= 4 * _GUESS_RUNS and sum(map(len, every_run)) <= _WHOLE_STEPS:
+        return _fold_and_retain_whole(runs, ordered_ids, codes)
     lookup = codes.lookup
     prefix = _Batch([runs[trajectory_id] for trajectory_id in ordered_ids[: max(_GUESS_RUNS, len(ordered_ids) // 16)]])
     prefix.encode(lookup)
     first_codes, first_steps = prefix.sequences[0], prefix.runs[0]
     guess = shared_codes(prefix.sequences, codes.ranks())
     agreement: ArgumentAgreement | None = ArgumentAgreement(guess, first_codes, first_steps)
-    every_run = list(runs.values())
-    mean_steps = sum(map(len, every_run)) // len(every_run)
-    size = max(1, min(_BATCH_RUNS, _BATCH_STEPS // max(1, mean_steps)))
+    bounds = _batch_bounds(every_run)
     batches: list[_Batch] = []  # kept for a second pass if the guess fails: their codes, not their steps
     by_names = True  # whether runs starting with the known alignment prefix were common in the last batch that looked
-    for number, batch_runs in enumerate(batched(every_run, size)):
+    for number, batch_runs in enumerate(every_run[start:stop] for start, stop in bounds):
         batch = _Batch(batch_runs)
         if not all_true(list(map(_ok, chain.from_iterable(batch_runs)))):
             raise ValueError(SOURCES_INVALID)
@@ -153,6 +155,37 @@ def _fold_and_retain(
         for batch in batches:
             agreement.add_batch(batch)
     return codes.decode(agreement.shared), agreement.arguments()
+
+
+def _fold_and_retain_whole(
+    runs: Mapping[str, Sequence[TrajectoryStep]], ordered_ids: Sequence[str], codes: ToolCodes
+) -> tuple[Tools, list[Mapping[str, Any]]]:
+    """`_fold_and_retain` for an input small enough to stay in cache whole: one batch, checked, encoded once (not
+    the guess's prefix a second time), folded in full in sorted order and aligned."""
+    batch = _Batch(list(runs.values()))
+    if not all_true(list(map(_ok, chain.from_iterable(batch.runs)))):
+        raise ValueError(SOURCES_INVALID)
+    batch.encode(codes.lookup)
+    run_codes = dict(zip(runs, batch.sequences, strict=True))
+    shared = shared_codes(list(map(run_codes.__getitem__, ordered_ids)), codes.ranks())
+    first = ordered_ids[0]
+    agreement = ArgumentAgreement(shared, run_codes[first], runs[first])
+    sequences = batch.sequences
+    for start, stop in _batch_bounds(batch.runs):
+        agreement.add_batch(_Batch(batch.runs[start:stop], sequences[start:stop]))
+    return codes.decode(agreement.shared), agreement.arguments()
+
+
+def _batch_bounds(runs: Sequence[Sequence[TrajectoryStep]]) -> list[tuple[int, int]]:
+    """The runs' batches, as (start, stop): 1 run, then 2, 4, ... up to about `_BATCH_STEPS` steps (at most
+    `_BATCH_RUNS` runs) each. The first batches are small because positions whose arguments vary from run to run
+    are found in the first runs compared, and every later run then fetches only the positions still agreeing."""
+    size = max(1, min(_BATCH_RUNS, _BATCH_STEPS * len(runs) // max(1, sum(map(len, runs)))))
+    bounds, start, width = [], 0, 1
+    while start < len(runs):
+        bounds.append((start, min(start + width, len(runs))))
+        start, width = start + width, min(2 * width, size)
+    return bounds
 
 
 def identified_runs(trajectories: Mapping[str, Sequence[TrajectoryStep]]) -> dict[str, Sequence[TrajectoryStep]]:

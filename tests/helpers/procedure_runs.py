@@ -1,12 +1,16 @@
 """Runs for the procedure-learning tests: `run` (one run's steps from tool names) and the Hypothesis strategies of
-runs (`tool_runs`, `repeated_runs`) with the tools and arguments they draw from."""
+runs (`tool_runs`, `repeated_runs`) with the tools and arguments they draw from, and `WHOLE_STEPS`: the values of
+`learn._WHOLE_STEPS` that take each path (0: every input streamed in batches; the default: small inputs whole)."""
 
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from hypothesis import strategies as st
 
+from procedures.core import learn
 from trajectories.core import TrajectoryStep
+
+WHOLE_STEPS = (0, learn._WHOLE_STEPS)
 
 
 def run(*tools, ok=True, arguments=None):

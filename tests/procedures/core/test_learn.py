@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from procedures.core import ProcedureCandidate, ProcedureStep, learn, learn_procedure
 from procedures.core.lcs import ToolCodes, is_subsequence, lcs
-from tests.helpers.procedure_runs import TOOLS, repeated_runs, run, tool_runs
+from tests.helpers.procedure_runs import TOOLS, WHOLE_STEPS, repeated_runs, run, tool_runs
 from tests.procedures.core.reference import reference_lcs, reference_learn_procedure
 from trajectories.core import TrajectoryStep
 
@@ -330,20 +330,22 @@ def test_tool_codes_skip_the_surrogate_range():
 
 
 @settings(max_examples=400 * SCALE, deadline=None)
-@given(tool_runs(), st.integers(min_value=1, max_value=3))
-def test_a_guess_from_too_few_runs_still_matches_the_reference(runs, guess_runs):
+@given(tool_runs(), st.integers(min_value=1, max_value=3), st.sampled_from(WHOLE_STEPS))
+def test_a_guess_from_too_few_runs_still_matches_the_reference(runs, guess_runs, whole_steps):
     # The guess is folded from a prefix of the sorted runs; with a prefix this short it is often too long, and the
     # result must then come from the full fold, with the same arguments and errors.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_GUESS_RUNS", guess_runs)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
 @settings(max_examples=300 * SCALE, deadline=None)
-@given(repeated_runs(), st.integers(min_value=1, max_value=300))
-def test_repeated_sequences_and_late_differences_match_the_reference(runs, guess_runs):
+@given(repeated_runs(), st.integers(min_value=1, max_value=300), st.sampled_from(WHOLE_STEPS))
+def test_repeated_sequences_and_late_differences_match_the_reference(runs, guess_runs, whole_steps):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_GUESS_RUNS", guess_runs)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
@@ -384,8 +386,9 @@ def test_a_failed_step_wins_over_arguments_that_are_no_mapping():
     st.integers(min_value=1, max_value=40),
     st.integers(1, 5),
     st.sampled_from([1, 2, learn._NAMES_FROM]),
+    st.sampled_from(WHOLE_STEPS),
 )
-def test_batch_edges_anywhere_change_nothing(runs, guess_runs, batch_runs, names_from):
+def test_batch_edges_anywhere_change_nothing(runs, guess_runs, batch_runs, names_from, whole_steps):
     # A batch whose aligned arguments all equal the expected dicts is settled in one comparison, any other batch
     # (differing values, read-only or caller mappings) run by run; with a short guess, some batch lacks the guess
     # and the second pass runs in batches too. Runs starting with the known alignment prefix are found in the
@@ -394,15 +397,18 @@ def test_batch_edges_anywhere_change_nothing(runs, guess_runs, batch_runs, names
         patch.setattr(learn, "_GUESS_RUNS", guess_runs)
         patch.setattr(learn, "_BATCH_RUNS", batch_runs)
         patch.setattr(learn, "_NAMES_FROM", names_from)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
-def test_a_failed_step_in_a_later_batch_wins_over_arguments_that_are_no_mapping():
+@pytest.mark.parametrize("whole_steps", WHOLE_STEPS)
+def test_a_failed_step_in_a_later_batch_wins_over_arguments_that_are_no_mapping(whole_steps):
     runs = {f"{index:02}": run("a", "b") for index in range(9)}
     runs["04"] = [TrajectoryStep(0, "a", "execute", None, ok=True), *run("b")]
     runs["08"] = run("a", "b", ok=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_BATCH_RUNS", 3)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         with pytest.raises(ValueError, match=r"^source trajectories must be identified"):
             learn_procedure(runs, intent="i")
         del runs["08"]
@@ -457,12 +463,14 @@ class AlwaysEqual(dict):
     __hash__ = None
 
 
+@pytest.mark.parametrize("whole_steps", WHOLE_STEPS)
 @pytest.mark.parametrize("batch_runs", [1, 2, 64])
-def test_arguments_compare_as_plain_dicts_not_by_their_own_equality(batch_runs):
+def test_arguments_compare_as_plain_dicts_not_by_their_own_equality(batch_runs, whole_steps):
     runs = {f"{index:02}": run("a", "b", arguments={0: {"n": 1}, 1: {"m": 1}}) for index in range(5)}
     runs["03"] = run("a", "b", arguments={0: AlwaysEqual(n=2), 1: AlwaysEqual(m=1)})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         candidate = learn_procedure(runs, intent="i")
     assert candidate == reference_learn_procedure(runs, intent="i")
     assert [dict(step.arguments) for step in candidate.steps] == [{}, {"m": 1}]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from procedures.core import learn, learn_procedure
 from procedures.core.lcs import ToolCodes
+from tests.helpers.procedure_runs import WHOLE_STEPS
 from tests.procedures.core.reference import reference_learn_procedure, skipping_reference_learn_procedure
 from trajectories.core import TrajectoryStep
 
@@ -75,11 +76,17 @@ def outcome(function, runs):
 
 
 @settings(max_examples=500 * SCALE, deadline=None)
-@given(shaped_runs(), st.integers(min_value=1, max_value=8), st.integers(min_value=1, max_value=6))
-def test_generated_shapes_match_the_literal_reference(runs, guess_runs, batch_runs):
+@given(
+    shaped_runs(),
+    st.integers(min_value=1, max_value=8),
+    st.integers(min_value=1, max_value=6),
+    st.sampled_from(WHOLE_STEPS),
+)
+def test_generated_shapes_match_the_literal_reference(runs, guess_runs, batch_runs, whole_steps):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_GUESS_RUNS", guess_runs)
         patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         assert outcome(learn_procedure, runs) == outcome(reference_learn_procedure, runs)
 
 
@@ -113,7 +120,8 @@ def test_the_bench_generators_small_match_the_skipping_reference(seed):
         assert outcome(learn_procedure, runs) == outcome(skipping_reference_learn_procedure, runs), small
 
 
-def test_runs_sharing_the_aligned_prefix_reuse_its_alignment_and_still_compare_arguments():
+@pytest.mark.parametrize("whole_steps", WHOLE_STEPS)
+def test_runs_sharing_the_aligned_prefix_reuse_its_alignment_and_still_compare_arguments(whole_steps):
     def steps(tools, arguments):
         return [TrajectoryStep(k, tool, "execute", arguments.get(k, {}), ok=True) for k, tool in enumerate(tools)]
 
@@ -126,6 +134,7 @@ def test_runs_sharing_the_aligned_prefix_reuse_its_alignment_and_still_compare_a
     }
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_BATCH_RUNS", 1)
+        patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
         candidate = learn_procedure(runs, intent="i")
     assert candidate == reference_learn_procedure(runs, intent="i")
     assert [dict(step.arguments) for step in candidate.steps] == [{"n": 1}, {}]
@@ -149,7 +158,7 @@ def test_a_run_lacking_the_sequence_after_a_shared_prefix_is_refused_whole():
     assert [dict(arguments) for arguments in agreement.arguments()] == [{}, {"n": 2}]
 
 
-def test_a_failed_guess_continues_the_fold_from_it():
+def test_a_failed_guess_continues_the_fold_from_it():  # the streamed path: a whole input has no guess
     # The guess (the fold of the first sorted runs) is too long: a later run drops "b". The full fold goes on from
     # the guess over the later runs only, and gives the reference's sequence and arguments.
     def steps(tools):
@@ -160,6 +169,7 @@ def test_a_failed_guess_continues_the_fold_from_it():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(learn, "_GUESS_RUNS", 4)
         patch.setattr(learn, "_BATCH_RUNS", 3)
+        patch.setattr(learn, "_WHOLE_STEPS", 0)
         candidate = learn_procedure(runs, intent="i")
     assert candidate == reference_learn_procedure(runs, intent="i")
 
@@ -197,12 +207,14 @@ def test_all_true_is_identity_with_true(values, expected):
     assert all(value is True for value in values) is expected
 
 
+@pytest.mark.parametrize("whole_steps", WHOLE_STEPS)
 @pytest.mark.parametrize("ok", [1, 1.0, IntLike(1), EqualToTrue(), None, False])
-def test_a_step_whose_ok_only_equals_true_is_refused_in_any_batch(ok):
+def test_a_step_whose_ok_only_equals_true_is_refused_in_any_batch(ok, whole_steps):
     runs = {f"{index:02}": [TrajectoryStep(0, "a", "execute", {}, ok=True)] for index in range(9)}
     runs["05"] = [TrajectoryStep(0, "a", "execute", {}, ok=True), TrajectoryStep(1, "b", "execute", {}, ok=ok)]
     for batch_runs in (1, 4, 256):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(learn, "_BATCH_RUNS", batch_runs)
+            patch.setattr(learn, "_WHOLE_STEPS", whole_steps)
             with pytest.raises(ValueError, match=r"^source trajectories must be identified"):
                 learn_procedure(runs, intent="i")
