@@ -3,9 +3,9 @@
 A ledger row is itself the record of a call, so these services write no separate audit event (docs/decisions.md);
 the reaper's `modelcall.reaped` is audited (`model_calls_abandon_stuck`, registered with common/reaper.py). Each
 service is one durable transaction, so a model call can never be recorded from inside someone else's transaction, with
-one exception: `model_call_succeed_in_transaction` writes a reply in the transaction of the caller that first uses it
-(an evolution round's checkpoint), so the reply is on record exactly when it is used; the call's row itself is always
-written before the call, in its own transaction.
+one exception: `model_call_succeed_statement` gives a reply's write to the caller that first uses it, to send with its
+own durable write (an evolution round's checkpoint), so the reply is on record exactly when it is used; the call's row
+itself is always written before the call, in its own transaction.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
+from common.statements import Statement, update_statement
 from llm.core import ModelRequest, ModelResponse
 from llm.pricing import cost_of
 
@@ -124,23 +125,20 @@ def model_call_succeed(*, call: ModelCall, response: ModelResponse, latency_ms: 
     return _finish(call.pk, call.started_at, fields)
 
 
-def model_call_succeed_in_transaction(
+def model_call_succeed_statement(
     *, call: ModelCall, response: ModelResponse, latency_ms: int, finished_at: datetime
-) -> ModelCall:
-    """model_call_succeed's write in the caller's transaction, which must be open: the one exception to "one durable
-    transaction a service", for a caller that records a reply in the durable write that first uses it (an evolution
-    round's checkpoint #1, graphs/evolution/services.py), so the reply is on record exactly when it is used. The
-    call's `running` row was written by model_call_start before the call, as always. Returns `call`, updated."""
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("model_call_succeed_in_transaction writes in the caller's transaction: open one first")
+) -> Statement:
+    """model_call_succeed's write, not sent: the one exception to "one durable transaction a service", for a caller
+    that sends a reply with the durable write that first uses it (an evolution round's checkpoint #1,
+    graphs/evolution/services.py: one statement for both, common/statements.py), so the reply is on record exactly
+    when it is used. The call's `running` row was written by model_call_start before the call, as always. `call`
+    gets the reply's fields at once (the caller's write failing leaves the row as if the worker died)."""
     fields = {**_succeeded(call, response), "latency_ms": latency_ms, "finished_at": finished_at}
-    # As _finish: a reply that arrives after the reaper marked the call abandoned is still recorded.
-    ModelCall.objects.filter(pk=call.pk, status__in=[ModelCall.Status.RUNNING, ModelCall.Status.ABANDONED]).update(
-        **fields
-    )
     for name, value in fields.items():
         setattr(call, name, value)
-    return call
+    # As _finish: a reply that arrives after the reaper marked the call abandoned is still recorded.
+    calls = ModelCall.objects.filter(pk=call.pk, status__in=[ModelCall.Status.RUNNING, ModelCall.Status.ABANDONED])
+    return update_statement(calls, **fields)
 
 
 def model_call_fail(*, call: ModelCall, error: BaseException | str, latency_ms: int | None = None) -> ModelCall:

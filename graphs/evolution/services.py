@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
-from common import leases
+from common import leases, statements
 from common.fixed_queries import FixedQuery
 from common.leases import RELEASED, LeaseLost, RunCancelled, lease_clear, lease_free, lease_transaction
 from graphs.core.budget import Budget, HookedModel, Hooks, Meter
@@ -45,7 +45,7 @@ from llm.core import ModelRequest, ModelResponse, ScriptedChatModel
 from llm.factory import get_chat_model, model_is_scripted
 from llm.recording import RecordedChatModel
 from llm.selectors import calls_for_subject_prefix
-from llm.services import model_call_succeed_in_transaction
+from llm.services import model_call_succeed_statement
 
 from ..models import EvolutionRound, EvolutionRun, Workspace
 from .sources import TWO_HOP, DeclaredContext, build_sources, check_evaluator
@@ -375,10 +375,10 @@ class RunHooks(Hooks):
 class RoundModel(RecordedChatModel):
     """The round's model on the ledger. Each call's `running` row is written before the call, in a transaction of its
     own as always (a worker that dies during the call leaves it for the reaper to mark abandoned, and the budget
-    counts it); its reply is written with the step's next durable write (`store.writes_with`: checkpoint #1, where
-    the loop first uses it, else the record or the step's last write), or before the round's next call, instead of
-    in a commit of its own. So a reply is on record exactly when it is used, and a worker that dies between the
-    reply and that write leaves the call as one that died during the call does."""
+    counts it); its reply is written in the statement of the step's next durable write (`store.writes_with`:
+    checkpoint #1, where the loop first uses it, else the record or the step's last write), or before the round's
+    next call, instead of in a commit of its own. So a reply is on record exactly when it is used, and a worker that
+    dies between the reply and that write leaves the call as one that died during the call does."""
 
     def __init__(self, inner: Any, *, subject: tuple[str, str]) -> None:
         super().__init__(inner, subject=subject)
@@ -386,29 +386,27 @@ class RoundModel(RecordedChatModel):
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         if self.replies:  # the round asks again (a retry): the reply before goes on record first
-            with transaction.atomic(durable=True):
-                self.write_replies()
+            statements.send(self.reply_writes())
         return super().complete(request)
 
     def record_reply(self, call, response: ModelResponse, latency_ms: int):
         self.replies.append((call, response, latency_ms, timezone.now()))
         return call
 
-    def write_replies(self) -> None:
-        """Finish the rows of the replies not yet written, in the caller's transaction."""
+    def reply_writes(self) -> list[statements.Statement]:
+        """The writes of the replies not yet on record, handed over once (the caller sends them)."""
         replies, self.replies = self.replies, []
-        for call, response, latency_ms, finished_at in replies:
-            model_call_succeed_in_transaction(
-                call=call, response=response, latency_ms=latency_ms, finished_at=finished_at
-            )
+        return [
+            model_call_succeed_statement(call=call, response=response, latency_ms=latency_ms, finished_at=finished_at)
+            for call, response, latency_ms, finished_at in replies
+        ]
 
     def write_replies_alone(self) -> None:
-        """What a step that fails leaves of its replies, in a transaction of their own (their calls were paid for)."""
+        """What a step that fails leaves of its replies, committed by themselves (their calls were paid for)."""
         if not self.replies:
             return
         try:
-            with transaction.atomic(durable=True):
-                self.write_replies()
+            statements.send(self.reply_writes())
         except Exception:  # the database itself failed: the rows stay `running`, as if the worker had died
             log.exception("evolution: the replies of a failing step could not be recorded")
 
@@ -563,7 +561,7 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
     iteration = _next_iteration(store, workspace)
     taking_baseline = run.best is None
     recorded = _model_for(run, iteration)
-    store.writes_with.append(recorded.write_replies)
+    store.writes_with.append(recorded.reply_writes)
     hooks = RunHooks(run, worker, recorded)
     sources = build_sources(workspace=workspace, evaluator=run.evaluator, run_id=run.pk, config=run.config)
     config = _config_for(run, max_rounds=0 if taking_baseline else 1)
@@ -597,8 +595,7 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
         recorded.write_replies_alone()
         raise
     if store.pending or recorded.replies:  # a seed, or anything a loop left unrecorded, before the step's end
-        with transaction.atomic():
-            store.write_pending()
+        store.write_pending()
     return _settle(run, worker, report, meter, hooks, first_iteration=iteration)
 
 

@@ -8,8 +8,9 @@ write that makes it true, so a step that dies anywhere leaves its successor the 
 A round is written in three transactions (docs/decisions.md, "Evolution runs on Celery"): each is the first durable
 write after something that must not be done twice, and holds everything written since the one before.
 
-1. after the refiner: the round's traces and checkpoint #1 (the refiner's reply), with the run's meter;
-2. after the evaluation: checkpoint #2 (the candidate's evaluation), with the meter that counts it;
+1. after the refiner: the round's traces and checkpoint #1 (the refiner's reply), with the reply's ledger row and the
+   run's meter, in one statement (no BEGIN or COMMIT to wait for);
+2. after the evaluation: checkpoint #2 (the candidate's evaluation), with the meter that counts it, in one statement;
 3. the record: checkpoint #3 (the gate's decision), the accepted graph with its audit event, the rejection-memory
    revision, the round's `EvolutionRound` row, its decision on the validation split and its candidate's certification
    (graphs.certification_services), and on the run the rounds done, the meter and, for an accepted round, the
@@ -37,13 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.db.models.sql import UpdateQuery
 
 from accounts.services import Actor, audit_batch, audit_record
 from common.fixed_queries import FixedQuery
+from common.statements import Statement, send, together, update_statement
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
 from graphs.core.diagnostics import GraphError, errors_in
@@ -137,19 +138,20 @@ def memory_document_at(workspace_id: int, seq: int) -> Any:
 REVISION_COLUMNS = ("workspace", "kind", "seq", "digest", "parent_digest", "document", "appended", "meta", "created_at")
 
 
-def _insert_statement(count: int) -> str:
+def _insert_statement(count: int, *, in_transaction: bool) -> str:
     """INSERT of `count` revisions, each (workspace, kind, seq, digest, parent, document, appended, meta, created_at)
-    with the document (or what it appends) and meta as JSON text, that skips a row whose (workspace, kind, seq) is
-    taken (the caller compares the rows it gets back): no savepoint is needed to go on reading in the transaction
-    after a collision. Plain VALUES: Django's bulk_create sends several rows as arrays (UNNEST), escaping every
-    document's text once more."""
+    with the document (or what it appends) and meta as JSON text. In a transaction it skips a row whose (workspace,
+    kind, seq) is taken (the caller compares the rows it gets back): no savepoint is needed to go on reading in the
+    transaction after a collision. Outside one a collision fails the statement, which writes nothing then. Plain
+    VALUES: Django's bulk_create sends several rows as arrays (UNNEST), escaping every document's text once more."""
     quote = connection.ops.quote_name
     columns = ", ".join(quote(RevisionRow._meta.get_field(name).column) for name in REVISION_COLUMNS)
     values = ", ".join([f"({', '.join(['%s'] * len(REVISION_COLUMNS))})"] * count)
     unique = ", ".join(quote(RevisionRow._meta.get_field(name).column) for name in ("workspace", "kind", "seq"))
+    skip = f"ON CONFLICT ({unique}) DO NOTHING " if in_transaction else ""
     return (
         f"INSERT INTO {quote(RevisionRow._meta.db_table)} ({columns}) VALUES {values} "
-        f"ON CONFLICT ({unique}) DO NOTHING RETURNING {quote('id')}, {quote('kind')}, {quote('seq')}"
+        f"{skip}RETURNING {quote('id')}, {quote('kind')}, {quote('seq')}"
     )
 
 
@@ -202,7 +204,8 @@ class DbRevisionStore:
         # appends (None when it is stored whole) and of its meta.
         self.pending: list[tuple[RevisionRow, str | None, str | None, str]] = []
         self.deferring = False
-        self.writes_with: list[Callable[[], None]] = []  # other writes made with each write_pending (the ledger's)
+        # Writes sent with each write_pending, handed over by whoever keeps them (the ledger's replies).
+        self.writes_with: list[Callable[[], list[Statement]]] = []
 
     def workspace(self, slug: str) -> Workspace:
         if slug not in self._workspaces:
@@ -305,18 +308,24 @@ class DbRevisionStore:
                 self.write_pending()
         return _value(row, workspace)
 
-    def write_pending(self, *, also: tuple[str, list[Any]] | None = None) -> list[RevisionRow]:
-        """Insert the pending appends in one statement, with the writes of `writes_with`, in the caller's
-        transaction, which must end with it: a collision with another writer's append raises HeadMoved, and what the
-        statement did write is rolled back with the transaction. `also`, an UPDATE's (sql, params)
-        (`update_statement`), is sent in the same statement as the INSERT, one round trip for both."""
-        for write in self.writes_with:
-            write()
+    def write_pending(self, *, also: Sequence[Statement] = ()) -> list[RevisionRow]:
+        """Insert the pending appends in one statement with the writes `also` and those of `writes_with` (PostgreSQL:
+        one round trip for all, common/statements.py). Outside a transaction that statement commits by itself, all or
+        nothing: a collision with another writer's append writes nothing and raises HeadMoved. In the caller's
+        transaction, which must end with it, a collision raises HeadMoved and what the statement did write is rolled
+        back with the transaction."""
+        writes = [*also]
+        for more in self.writes_with:
+            writes += more()
         pending, self.pending = self.pending, []
+        if connection.vendor != "postgresql" and not connection.in_atomic_block:  # (SQLite) one write after another
+            with transaction.atomic():
+                return self._write(pending, writes)
+        return self._write(pending, writes)
+
+    def _write(self, pending: list[tuple[RevisionRow, str | None, str | None, str]], writes: list[Statement]):
         if not pending:
-            if also is not None:
-                with connection.cursor() as cursor:
-                    cursor.execute(*also)
+            send(writes)
             return []
         rows = [row for row, _, _, _ in pending]
         created_at = RevisionRow._meta.get_field("created_at")
@@ -333,26 +342,36 @@ class DbRevisionStore:
                 meta_text,
                 created_at.get_db_prep_save(row.created_at, connection),
             ]
-        statement = _insert_statement(len(rows))
-        with connection.cursor() as cursor:
-            if also is not None and connection.vendor == "postgresql":
-                # A data-modifying WITH (PostgreSQL) runs whatever the INSERT does, in the same statement.
-                cursor.execute(f"WITH also AS ({also[0]}) {statement}", [*also[1], *params])
-            else:
-                if also is not None:
-                    cursor.execute(*also)
-                cursor.execute(statement, params)
-            ids = {(kind, seq): pk for pk, kind, seq in cursor.fetchall()}
+        in_transaction = connection.in_atomic_block
+        insert = (_insert_statement(len(rows), in_transaction=in_transaction), params)
+        ids: dict[tuple[str, int], int] = {}
+        refused: IntegrityError | None = None
+        try:
+            with connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    cursor.execute(*together(writes, insert))
+                else:
+                    for write in writes:
+                        cursor.execute(*write)
+                    cursor.execute(*insert)
+                ids = {(kind, seq): pk for pk, kind, seq in cursor.fetchall()}
+        except IntegrityError as error:
+            if in_transaction:
+                raise
+            refused = error  # alone, the statement wrote nothing
         for row in rows:
             row.pk = ids.get((row.kind, row.seq))
             row._state.adding, row._state.db = False, connection.alias
-        lost = next((row for row in rows if row.pk is None), None)
-        if lost is not None:
-            for row in rows:
-                self.heads.pop((row.workspace.slug, row.kind), None)
-            latest = revisions.head_pointer(lost.workspace, lost.kind)
-            raise HeadMoved(lost.workspace.slug, lost.kind, lost.parent_digest, latest[1] if latest else None)
-        return rows
+        lost = [row for row in rows if row.pk is None]
+        if not lost:
+            return rows
+        for row in rows:
+            self.heads.pop((row.workspace.slug, row.kind), None)
+        for row in lost:
+            latest = revisions.head_pointer(row.workspace, row.kind)
+            if refused is None or (latest is not None and latest[0] >= row.seq):  # another writer's append took it
+                raise HeadMoved(row.workspace.slug, row.kind, row.parent_digest, latest[1] if latest else None)
+        raise refused  # refused for another reason
 
     def discard_pending(self) -> None:
         """Forget appends that were never written (the heads are read again when next needed)."""
@@ -453,14 +472,6 @@ class DbCheckpointStore(RevisionCheckpointStore):
         return Decision.from_document(document["payload"]["decision"])
 
 
-def update_statement(rows: QuerySet, **fields: Any) -> tuple[str, list[Any]]:
-    """The (sql, params) of `rows.update(**fields)`, compiled by the ORM, to send with another statement."""
-    query = rows.query.chain(UpdateQuery)
-    query.add_update_values(fields)
-    sql, params = query.get_compiler(rows.db).as_sql()
-    return sql, list(params)
-
-
 def record_progress(run: EvolutionRun, **fields: Any) -> None:
     """Write on the run what its next step reads, in the caller's transaction (and on the instance in hand)."""
     EvolutionRun.objects.filter(pk=run.pk).update(**fields)
@@ -470,12 +481,12 @@ def record_progress(run: EvolutionRun, **fields: Any) -> None:
 
 class RunCheckpointStore(DbCheckpointStore):
     """The checkpoint store of one run. Checkpoint #1 (the refiner's reply) and #2 (the candidate's evaluation) are
-    written at once, each with what is pending (the round's traces) and the run's meter in one transaction: #2's
-    evaluation is reused by a resumed round without counting it again, so the count must be on the run exactly when
-    that checkpoint is. Checkpoint #3 (the gate's decision, which a resumed round takes again from the same
-    evaluation and retained best) waits for the record, which makes it the round's last: it keeps the decision and
-    the sampler's state and says the round is completed, instead of repeating #2. The loop's own "completed"
-    checkpoint is not written (module doc)."""
+    written at once, each with what is pending (the round's traces, the reply's ledger row) and the run's meter in one
+    statement that commits by itself (DbRevisionStore.write_pending): #2's evaluation is reused by a resumed round
+    without counting it again, so the count must be on the run exactly when that checkpoint is. Checkpoint #3 (the
+    gate's decision, which a resumed round takes again from the same evaluation and retained best) waits for the
+    record, which makes it the round's last: it keeps the decision and the sampler's state and says the round is
+    completed, instead of repeating #2. The loop's own "completed" checkpoint is not written (module doc)."""
 
     def __init__(self, store: DbRevisionStore, workspace: str, *, run: EvolutionRun, meter: Meter) -> None:
         super().__init__(store, workspace)
@@ -492,9 +503,8 @@ class RunCheckpointStore(DbCheckpointStore):
             super().save(iteration, {**kept, "completed": True})
             return
         meter = self.meter.to_dict()
-        with transaction.atomic():
-            super().save(iteration, payload)
-            self.store.write_pending(also=update_statement(EvolutionRun.objects.filter(pk=self.run.pk), meter=meter))
+        super().save(iteration, payload)  # pending: the store defers during a step
+        self.store.write_pending(also=[update_statement(EvolutionRun.objects.filter(pk=self.run.pk), meter=meter)])
         self.run.meter = meter
 
 
@@ -713,7 +723,7 @@ class RunRejectionStore(RevisionRejectionStore):
         with transaction.atomic(), audit_batch():
             ref, known = self._append(memory, expected_ref=expected_ref, iteration=iteration)
             run_progress = update_statement(EvolutionRun.objects.filter(pk=self.run.pk), **progress)
-            written = self.store.write_pending(also=run_progress)
+            written = self.store.write_pending(also=[run_progress])
             accepted = None
             if entry.kind == ACCEPTED and entry.candidate_digest:
                 accepted = next(
