@@ -82,6 +82,13 @@ _SPLIT_DECIDED = (
     " ON CONFLICT (kind, parent_key, key) DO UPDATE SET decisions = {table}.decisions + 1"
     " RETURNING id, decisions"
 )
+# A decision other than a certificate: the split's count one up (_SPLIT_DECIDED) and the decision's ledger row, in one
+# statement.
+_DECISION_RECORDED = (
+    "WITH split AS (" + _SPLIT_DECIDED + ")"
+    " INSERT INTO {ledger} (split_id, number, what, subject, alpha, passed, created_at)"
+    " SELECT id, decisions, %s, %s, %s, %s, %s FROM split RETURNING id, split_id, number"
+)
 
 
 def _split_decided(*, kind: str, parent_key: str, task_ids: Sequence[str], drawn_at: datetime) -> HeldOutSplit:
@@ -234,17 +241,24 @@ def split_decision_record(
     tasks): it counts against the split's budget like a certificate does."""
     if what not in SplitDecision.What.values:
         raise UpliftInvalid(f"unknown decision kind {what!r}")
+    key, count = _split_identity(task_ids)
+    now = timezone.now()
+    sql = _DECISION_RECORDED.format(table=HeldOutSplit._meta.db_table, ledger=SplitDecision._meta.db_table)
     # Inside a caller's transaction (an evolution round's record) no savepoint: an error rolls the caller's back.
     with transaction.atomic(savepoint=False):
-        split = _split_decided(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
-        decision = SplitDecision.objects.create(
-            split=split, number=split.decisions, what=what, subject=subject[:200], alpha=alpha, passed=passed
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [kind, parent_key, key, count, drawn_at, now, what, subject[:200], alpha, passed, now])
+            pk, split_id, number = cursor.fetchone()
+        decision = SplitDecision(
+            id=pk, split_id=split_id, number=number, what=what, subject=subject[:200], alpha=alpha, passed=passed
         )
+        decision.created_at = now
+        decision._state.adding, decision._state.db = False, connection.alias  # a stored row, as if read
         audit_record(
             actor=actor,
             verb="split.decision",
             target=decision,
-            after={"split": split.key[:12], "number": decision.number, "what": what, "subject": subject[:200]},
+            after={"split": key[:12], "number": number, "what": what, "subject": subject[:200]},
         )
     return decision
 

@@ -24,13 +24,13 @@ ROUNDS = 4
 # A round's step: claim and read the run (one statement), the ledger's totals, the chains' heads; the model call's
 # ledger row; checkpoint #1 with the traces and the call's reply, and checkpoint #2, each one statement with the meter
 # that commits by itself; the record (decision checkpoint, graph and the rejection memory's new entry with the run's
-# progress in one statement, round row with its ledger totals, the split decision (one upsert and its row), the
-# certification graphs.certification_services writes (the active revision and the row), and the three audit events in
-# one INSERT); the hand-over to the next step (one statement).
-MAX_QUERIES_PER_ROUND = 14
+# progress in one statement, round row with its ledger totals, the split decision (the split's upsert and the
+# decision's row in one statement), the certification graphs.certification_services writes (the active revision and
+# the row), and the three audit events in one INSERT); the hand-over to the next step (one statement).
+MAX_QUERIES_PER_ROUND = 13
 # The first round's certificate is issued in its record from the round's own evaluations (the retained graph is the
 # active one): uplift's statements for it come on top.
-MAX_QUERIES_FIRST_ROUND = 22
+MAX_QUERIES_FIRST_ROUND = 21
 COMMITS_PER_ROUND = 6  # claim, the model call's row, checkpoint #1 (with its reply), checkpoint #2, record, hand-over
 NOT_COUNTED = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "SET LOCAL")
 
