@@ -79,6 +79,35 @@ class BrowserHtmxMiddleware(SkippedOnStepCalls, HtmxMiddleware):
     pass
 
 
+# The headers a per-step 304 leaves out: the browser security headers of the 200 it stands for. RFC 9110 §15.4.5 asks
+# a 304 for ETag, Vary, Cache-Control and Date (Content-Location and Expires, which these calls don't send), and a
+# cache keeps the header fields of its stored 200 that a 304 does not carry (RFC 9111 §4.3.4): so they still apply.
+LEFT_OUT_OF_304 = (
+    "Content-Security-Policy",
+    "Content-Security-Policy-Report-Only",
+    "Cross-Origin-Opener-Policy",
+    "Referrer-Policy",
+    "X-Content-Type-Options",
+    "X-Frame-Options",
+)
+
+
+class LeanNotModifiedMiddleware:
+    """Outermost: a per-step call's 304 (the answer to most of an agent's calls) is sent without the security
+    headers the middleware below added (`LEFT_OUT_OF_304`): fewer bytes for the agent and the server to handle."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 304 and is_step_call(request):
+            headers = response.headers
+            for header in LEFT_OUT_OF_304:
+                headers.pop(header, None)
+        return response
+
+
 class PreparedPolicyMiddleware(ContentSecurityPolicyMiddleware):
     """Django's Content-Security-Policy middleware; a per-step response gets the policy built once per process."""
 

@@ -44,6 +44,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # a per-step call's 304 leaves out the 200's browser security headers (config/step_middleware.py)
+    "config.step_middleware.LeanNotModifiedMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Django's CSP, WhiteNoise, session, auth, messages and htmx middleware, skipped by the per-step API calls
     # (config/step_api.py), which authenticate with a bearer token and use none of them; their CSP is built once

@@ -12,6 +12,7 @@ from django.utils.csp import CSP
 
 from common import ratelimit
 from config.middleware import PageMethodMiddleware
+from config.step_middleware import LEFT_OUT_OF_304
 from config.urls import ninja_urls
 from graphs.cache import clear_local
 from graphs.guidance import workspace_guidance
@@ -198,8 +199,19 @@ def test_per_step_answers_carry_the_policy_the_middleware_builds_and_follow_a_ch
     page_policy = client.get("/accounts/login/")["Content-Security-Policy"]  # built by Django's middleware
     response = client.get(ACTIVE, headers=auth)
     assert response["Content-Security-Policy"] == page_policy
-    not_modified = client.get(ACTIVE, headers={**auth, "If-None-Match": response["ETag"]})
-    assert not_modified.status_code == 304 and not_modified["Content-Security-Policy"] == page_policy
+    not_modified = client.get(ACTIVE, headers={**auth, "If-None-Match": response["ETag"], "X-Request-Id": "step-2"})
+    assert not_modified.status_code == 304
+    # A per-step 304 leaves out the 200's browser security headers (a cache keeps its stored 200's), not the
+    # fields RFC 9110 §15.4.5 asks of a 304 nor Waymark's own
+    assert [header for header in LEFT_OUT_OF_304 if header in not_modified] == []
+    assert not_modified["ETag"] == response["ETag"] and not_modified["Cache-Control"] == "no-cache"
+    assert not_modified["X-Waymark-Revision"] == response["X-Waymark-Revision"]
+    assert not_modified["X-Waymark-Certificate"] == response["X-Waymark-Certificate"]
+    assert not_modified["X-Request-Id"] == "step-2"
+    listed = client.get(PROCEDURES, headers=auth)
+    procedures_304 = client.get(PROCEDURES, headers={**auth, "If-None-Match": listed["ETag"]})
+    assert procedures_304.status_code == 304 and "Content-Security-Policy" not in procedures_304
+    assert listed["Content-Security-Policy"] == page_policy and listed["X-Frame-Options"] == "DENY"
     # RFC 9110 §8.6: a 304 carries no Content-Length but the 200's (Django's CommonMiddleware would add "0")
     assert "Content-Length" not in not_modified and response["Content-Length"] == str(len(response.content))
     assert "Content-Security-Policy-Report-Only" not in response

@@ -93,6 +93,7 @@ def test_if_none_match_answers_304_until_a_new_version_is_active(
         assert unchanged.status_code == 304, header
         assert unchanged.content == b""
         assert unchanged["ETag"] == etag and unchanged["X-Waymark-Revision"] == "1"
+        assert unchanged["X-Content-Type-Options"] == "nosniff"  # only a per-step call's 304 leaves them out
     assert api_client.get(f"{BASE}/active", token=read, **{"If-None-Match": '"sha256:other"'}).status_code == 200
 
     newer = second_version(operator, reviewer, rob)
