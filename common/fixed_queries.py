@@ -3,7 +3,8 @@
 The ORM compiles a QuerySet on every evaluation; for the dashboard's small fixed reads (the newest runs, the newest
 audit events) compiling cost about as much as running them. A `FixedQuery` compiles its `values_list` QuerySet the
 first time a thread runs it, keeps the SQL, the parameters and the converters the ORM applies to each column, and
-then runs the SQL on a plain cursor: its rows are the tuples the QuerySet gives.
+then runs the SQL on a plain cursor: its rows are the tuples the QuerySet gives. `rows_together` runs several in one
+round trip.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class FixedQuery:
         self._build = build
         self._local = threading.local()  # a compiler's converters belong to its thread's connection
 
-    def rows(self) -> list[tuple[Any, ...]]:
+    def _compiled(self) -> tuple[str, str, tuple[Any, ...], list[Any]]:
         compiled = getattr(self._local, "compiled", None)
         if compiled is None:
             queryset = self._build()
@@ -30,17 +31,41 @@ class FixedQuery:
             sql, params = compiler.as_sql()
             columns = [column for column, _, _ in compiler.select[: compiler.col_count]]
             compiled = self._local.compiled = (queryset.db, sql, params, list(compiler.get_converters(columns).items()))
-        alias, sql, params, converters = compiled
-        connection = connections[alias]
-        with connection.cursor() as cursor:
+        return compiled
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        return rows_together(self)[0]
+
+
+def rows_together(*queries: FixedQuery) -> list[list[tuple[Any, ...]]]:
+    """The rows of each query (on one database), sent in one round trip on PostgreSQL: one query string of their
+    statements, whose results are read one after the other."""
+    compiled = [query._compiled() for query in queries]
+    connection = connections[compiled[0][0]]
+    results = []
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and len(compiled) > 1:
+            cursor.execute(
+                "; ".join(sql for _, sql, _, _ in compiled), [p for _, _, params, _ in compiled for p in params]
+            )
+            for number, (_, _, _, converters) in enumerate(compiled):
+                if number:
+                    cursor.nextset()
+                results.append(_converted(cursor.fetchall(), converters, connection))
+            return results
+        for _, sql, params, converters in compiled:
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        if not converters:
-            return [tuple(row) for row in rows]
-        converted = []
-        for row in map(list, rows):
-            for position, (functions, expression) in converters:
-                for function in functions:
-                    row[position] = function(row[position], expression, connection)
-            converted.append(tuple(row))
-        return converted
+            results.append(_converted(cursor.fetchall(), converters, connection))
+    return results
+
+
+def _converted(rows: list[Any], converters: list[Any], connection: Any) -> list[tuple[Any, ...]]:
+    if not converters:
+        return [tuple(row) for row in rows]
+    converted = []
+    for row in map(list, rows):
+        for position, (functions, expression) in converters:
+            for function in functions:
+                row[position] = function(row[position], expression, connection)
+        converted.append(tuple(row))
+    return converted

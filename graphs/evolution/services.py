@@ -448,7 +448,11 @@ def _usage_query(run_id: int) -> FixedQuery:
 
 def _ledger_usage(run_id: int) -> dict[str, Any]:
     """The run's model calls, output tokens and cost as the ledger holds them (one query)."""
-    (calls, output, cost), *_ = _usage_query(run_id).rows() or [(0, 0, None)]
+    return _usage(_usage_query(run_id).rows())
+
+
+def _usage(rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    (calls, output, cost), *_ = rows or [(0, 0, None)]
     return {"model_calls": calls, "output_tokens": output or 0, "cost": cost or Decimal(0)}
 
 
@@ -547,8 +551,7 @@ def _advance(run: EvolutionRun, worker: str) -> StepResult:
     gate = build_gate(run.gate)
     workspace = run.workspace
     store = DbRevisionStore(workspace)
-    store.read_heads(workspace.slug)
-    usage = _ledger_usage(run.pk)
+    usage = _usage(store.read_heads(workspace.slug, with_query=_usage_query(run.pk)))  # one round trip for both
     budget = Budget.from_document(run.budget or {})
     meter_used = {**(run.meter or {}), "model_calls": usage["model_calls"], "output_tokens": usage["output_tokens"]}
     meter = Meter(budget, used=meter_used)

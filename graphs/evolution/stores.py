@@ -43,7 +43,7 @@ from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from accounts.services import Actor, audit_batch, audit_record
-from common.fixed_queries import FixedQuery
+from common.fixed_queries import FixedQuery, rows_together
 from common.statements import Statement, send, together, update_statement
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
@@ -212,16 +212,22 @@ class DbRevisionStore:
             self._workspaces[slug] = Workspace.objects.get(slug=slug)
         return self._workspaces[slug]
 
-    def read_heads(self, workspace: str) -> None:
+    def read_heads(self, workspace: str, *, with_query: FixedQuery | None = None) -> list[tuple[Any, ...]] | None:
         """The head of each of the workspace's chains in one query (documents of HEAD_DOCUMENTS kinds only; one query a
-        chain where the database cannot limit the parts of a UNION)."""
+        chain where the database cannot limit the parts of a UNION); `with_query`, another read sent in the same
+        round trip, whose rows it returns (a step's ledger totals)."""
         ws = self.workspace(workspace)
         for kind in RevisionRow.Kind.values:
             self.heads[(workspace, kind)] = None
+        also = None
         if connection.features.supports_slicing_ordering_in_compound:
-            heads = _heads_query(ws.pk).rows()
+            if with_query is None:
+                heads = _heads_query(ws.pk).rows()
+            else:
+                heads, also = rows_together(_heads_query(ws.pk), with_query)
         else:  # SQLite (the embedded default): one query a chain
             heads = [head for branch in _head_branches(ws.pk) for head in branch]
+            also = with_query.rows() if with_query is not None else None
         for kind, seq, digest, parent, meta, created_at, document in heads:
             row = RevisionRow(
                 workspace=ws,
@@ -234,6 +240,7 @@ class DbRevisionStore:
                 document=document if kind in HEAD_DOCUMENTS else _UNREAD,
             )
             self.heads[(workspace, kind)] = row
+        return also
 
     def _head_row(self, workspace: str, kind: str, *, document: bool = True) -> RevisionRow | None:
         key = (workspace, kind)

@@ -1,6 +1,6 @@
 """Fixed reads compiled once per thread (common/fixed_queries.py): the rows are the QuerySet's, converters applied
 (aware datetimes, decoded JSON), one query per run and none to compile after the first, and the same rows again
-after the data changed."""
+after the data changed; several in one round trip."""
 
 import threading
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from common.fixed_queries import FixedQuery
+from common.fixed_queries import FixedQuery, rows_together
 from tests.trajectories.factories import ingest, run_item, step_item
 from trajectories.models import Run
 
@@ -48,3 +48,15 @@ def test_each_thread_compiles_its_own():
     worker.start()
     worker.join()
     assert seen == [None]  # another thread's connection: compiled again there, on first use
+
+
+@pytest.mark.postgres
+def test_reads_sent_together_make_one_round_trip_and_get_their_own_rows():
+    ingest(*[run_item(external_id=f"r{i}") for i in range(4)])
+    oldest = FixedQuery(lambda: Run.objects.order_by("id").values_list("external_id", "created_at")[:2])
+    query = FixedQuery(newest)
+    with CaptureQueriesContext(connection) as captured:
+        rows, first = rows_together(query, oldest)
+    assert len(captured) == 1
+    assert rows == list(newest()) and [external_id for external_id, _ in first] == ["r0", "r1"]
+    assert first[0][1].tzinfo is not None  # each query's own converters
