@@ -16,7 +16,7 @@ import base64
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,8 +57,10 @@ class SpanRecord:
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
     # Span events as {"name", "time_ns", "attributes"}: record_exception's `exception` events, and the frameworks that
-    # put messages, tool arguments and results in events (strands-agents, GenAI `…operation.details`).
-    events: list[dict[str, Any]] = field(default_factory=list)
+    # put messages, tool arguments and results in events (strands-agents, GenAI `…operation.details`). Most spans have
+    # none and share the empty tuple: a list each would be one more object alive through the request for every span,
+    # which the garbage collector's full collections walk (and a request's thousands of them set one off).
+    events: Sequence[dict[str, Any]] = ()
 
     @property
     def is_root(self) -> bool:
@@ -258,7 +260,7 @@ def span_records(message: ExportTraceServiceRequest) -> DecodedSpans:
                 for event in span.events
             ]
             if span.events
-            else []
+            else ()
         )
         append(
             SpanRecord(

@@ -9,7 +9,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from otlp.core.spans import STATUS_OK, MalformedOtlp, decode, export_response, hex_ids_to_base64
+from otlp.core.spans import STATUS_OK, MalformedOtlp, SpanRecord, decode, export_response, hex_ids_to_base64
 
 from .agents import genai_agent, json_body, protobuf_body, trace_hex
 
@@ -40,6 +40,14 @@ def test_records_carry_ids_times_status_attributes_and_resource(spans):
     child = next(r for r in records.values() if not r.is_root)
     assert child.parent_span_id == record.span_id
     assert type(child).from_dict(child.to_dict()) == child
+
+
+def test_spans_without_events_share_the_empty_tuple_and_keep_none_once_stored(spans):
+    records = decode(protobuf_body(spans), "protobuf").spans
+    plain = [r for r in records if not r.events]
+    assert len(plain) > 1 and all(r.events == () and r.events is plain[0].events for r in plain)
+    stored = SpanRecord.from_dict(json.loads(json.dumps(plain[0].to_dict())))  # as a pending span keeps it
+    assert stored.events == [] and stored.to_dict() == {**plain[0].to_dict(), "events": []}
 
 
 def test_json_ignores_unknown_fields_and_accepts_base64_ids_too(spans):
