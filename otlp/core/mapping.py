@@ -120,6 +120,7 @@ KNOWN_ATTRIBUTES = frozenset(
     }
 )
 KNOWN_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.tools.")
+AGENT_NAME_KEYS = ("gen_ai.agent.name", "agent.name")
 
 
 def _unknown(attributes: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -314,7 +315,7 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
     tool_ids = {s.span_id for s in tools}
     # Tool steps are in start order (`order`), so the first starting at or after a call is found by bisection.
     tool_starts = [start for start, _, _ in step_spans] if tools else None
-    step_usage = [Usage() for _ in steps]
+    step_usage: list[Usage | None] = [None] * len(steps)  # a step's first call's usage as it is, the others added
     run_usage = Usage()
     unpriced: set[str] = set()
     for call in calls:
@@ -335,9 +336,13 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
             target = len(steps) - 1
         if target is None:
             run_usage.add(spent)
+        elif (kept := step_usage[target]) is None:
+            step_usage[target] = spent
         else:
-            step_usage[target].add(spent)
+            kept.add(spent)
     for step, spent, span in zip(steps, step_usage, tools or [None] * len(steps), strict=True):
+        if spent is None:
+            spent = Usage()
         if span is not None and not USAGE_KEYS.isdisjoint(span.attributes):  # tokens or cost on the tool span
             spent.add(usage(span))
         step.update(
@@ -369,8 +374,7 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
         "spans": len(by_id),
         "service": bounded(resource.get("service.name"), depth=1, max_chars=METADATA_MAX_CHARS),
         "agent": bounded(
-            first(run_attrs, "gen_ai.agent.name", "agent.name")
-            or next((first(a.attributes, "gen_ai.agent.name", "agent.name") for a in agents), None),
+            first(run_attrs, AGENT_NAME_KEYS) or next((first(a.attributes, AGENT_NAME_KEYS) for a in agents), None),
             depth=1,
             max_chars=METADATA_MAX_CHARS,
         ),

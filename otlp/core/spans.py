@@ -111,6 +111,8 @@ def clean_text(text: str) -> str:
     """Text every database can hold: NUL and lone surrogates replaced by U+FFFD."""
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
+    if text.isascii():  # constant time: no surrogate to look for
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

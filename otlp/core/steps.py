@@ -15,6 +15,7 @@ from .values import ARGUMENTS_MAX_DEPTH, as_text, bounded, first, moment
 MAX_TOOL_CHARS = 200
 MAX_ERROR_CHARS = 2000
 UNKNOWN_TOOL = "unknown_tool"
+TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name")
 
 
 def input_messages(span: SpanRecord) -> list[Message]:
@@ -76,7 +77,7 @@ class LazyCallIndex:
 
 
 def tool_name(span: SpanRecord) -> str:
-    name = first(span.attributes, "gen_ai.tool.name", "tool.name")
+    name = first(span.attributes, TOOL_NAME_KEYS)
     if not isinstance(name, str) or not name.strip():
         name = span.name.removeprefix("execute_tool").strip()
     return _name(name)
@@ -208,7 +209,7 @@ def tool_step(
         span.status_code == STATUS_ERROR
         or bool(span.attributes.get("error.type"))
         or fields.result_error
-        or has_exception(span)
+        or bool(span.events and has_exception(span))
     )
     observation = result_text(fields.result)
     if failed:

@@ -51,7 +51,8 @@ def money(value: Any) -> float:
     return 0.0
 
 
-def first(attributes: dict[str, Any], *keys: str) -> Any:
+def first(attributes: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    """The value of the first of `keys` that is present and not empty, else None."""
     for key in keys:
         value = attributes.get(key)
         if value is not None and value != "":
@@ -123,22 +124,16 @@ class Usage:
         }
 
 
-USAGE_KEYS = frozenset(
-    {
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.prompt_tokens",
-        "llm.token_count.prompt",
-        "gen_ai.usage.cache_read.input_tokens",
-        "gen_ai.usage.cache_read_input_tokens",
-        "llm.token_count.prompt_details.cache_read",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.completion_tokens",
-        "llm.token_count.completion",
-        "waymark.cost",
-        "gen_ai.usage.cost",
-        "llm.cost.total",
-    }
+# Where each part of a span's usage is read, first key first.
+INPUT_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+CACHED_KEYS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
 )
+OUTPUT_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+COST_KEYS = ("waymark.cost", "gen_ai.usage.cost", "llm.cost.total")
+USAGE_KEYS = frozenset((*INPUT_KEYS, *CACHED_KEYS, *OUTPUT_KEYS, *COST_KEYS))
 
 
 def usage(span: SpanRecord) -> Usage:
@@ -147,31 +142,24 @@ def usage(span: SpanRecord) -> Usage:
     attrs = span.attributes
     if USAGE_KEYS.isdisjoint(attrs):  # most tool spans: nothing to read
         return Usage()
-    total_input = count(
-        first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-    )
-    cached = count(
-        first(
-            attrs,
-            "gen_ai.usage.cache_read.input_tokens",
-            "gen_ai.usage.cache_read_input_tokens",
-            "llm.token_count.prompt_details.cache_read",
-        )
-    )
-    output = count(
-        first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
-    )
+    total_input = count(first(attrs, INPUT_KEYS))
+    cached = count(first(attrs, CACHED_KEYS))
+    output = count(first(attrs, OUTPUT_KEYS))
     cached = min(cached, total_input) if total_input else cached
-    cost = money(first(attrs, "waymark.cost", "gen_ai.usage.cost", "llm.cost.total"))
-    return Usage(input_tokens=max(0, total_input - cached), cached_input_tokens=cached, output_tokens=output, cost=cost)
+    cost = money(first(attrs, COST_KEYS))
+    return Usage(max(0, total_input - cached), cached, output, cost)
 
 
 # The model that answered (for the price), else the one asked for; `model_name` is pydantic-ai's run span.
 RESPONSE_MODEL_KEYS = ("gen_ai.response.model", "llm.response.model_name")
 REQUEST_MODEL_KEYS = ("gen_ai.request.model", "llm.model_name", "llm.request.model_name", "model_name")
+ANSWERED_FIRST = (*RESPONSE_MODEL_KEYS, *REQUEST_MODEL_KEYS)
+ASKED_FIRST = (*REQUEST_MODEL_KEYS, *RESPONSE_MODEL_KEYS)
+MODEL_KEYS = frozenset(ANSWERED_FIRST)
 
 
 def model_id(span: SpanRecord, *, answered: bool = True) -> str:
-    keys = (*RESPONSE_MODEL_KEYS, *REQUEST_MODEL_KEYS) if answered else (*REQUEST_MODEL_KEYS, *RESPONSE_MODEL_KEYS)
-    value = first(span.attributes, *keys)
+    if MODEL_KEYS.isdisjoint(span.attributes):  # most spans name no model: nothing to read
+        return ""
+    value = first(span.attributes, ANSWERED_FIRST if answered else ASKED_FIRST)
     return clean_text(value).strip()[:200] if isinstance(value, str) else ""

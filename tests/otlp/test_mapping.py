@@ -401,3 +401,26 @@ def test_declared_score_graph_and_procedure():
     assert map_trace([agent()]).run["procedure_revision"] == ""
     assert map_trace([agent(**{"waymark.procedure.revision": "r" * 300})]).run["procedure_revision"] == "r" * 100
     assert map_trace([agent(**{"waymark.score": "high"})]).run["score"] is None
+
+
+def test_calls_sharing_a_step_add_up_and_a_step_without_a_call_spends_nothing():
+    spans = [
+        agent(),
+        chat(2, 1, input_tokens=100, cached=30, output=5, cost=0.25),
+        chat(3, 2, input_tokens=2**31 - 1, output=7, cost=0.5),
+        tool(4, "lookup", 4),
+        tool(5, "refund", 7),
+        chat(6, 10, input_tokens=10, output=1),
+    ]
+    steps = map_trace(spans).run["steps"]
+    spent = [(s["input_tokens"], s["cached_input_tokens"], s["output_tokens"], s["cost"]) for s in steps]
+    assert spent == [(2**31 - 1, 30, 12, 0.75), (10, 0, 1, 0.0)]
+    assert len(steps) == 2
+
+
+def test_the_model_is_read_from_whichever_span_names_one():
+    named = span(3, 1, start=1, end=2, name="chat", **{"gen_ai.operation.name": "chat", "gen_ai.request.model": " m1 "})
+    blank = span(2, 1, start=0, end=1, name="chat", **{"gen_ai.operation.name": "chat", "llm.model_name": ""})
+    assert map_trace([agent(), blank, named]).run["metadata"]["model"] == "m1"
+    assert "model" not in map_trace([agent(), blank]).run["metadata"]
+    assert map_trace([agent(model_name="run-model"), named]).run["metadata"]["model"] == "run-model"
