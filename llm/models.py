@@ -46,7 +46,13 @@ class ModelCall(models.Model):
             models.Index(fields=["status", "started_at"], name="llm_call_status_started"),
             models.Index(fields=["role", "-started_at"], name="llm_call_role"),
             models.Index(fields=["model_id", "-started_at"], name="llm_call_model"),
-            models.Index(fields=["subject_type", "subject_id"], name="llm_call_subject"),
+            # A subject's calls, and a subject id's prefix (every round of an evolution run, "12:"): pattern operator
+            # classes, so PostgreSQL takes LIKE 'prefix%' from the index under any collation (equality too).
+            models.Index(
+                fields=["subject_type", "subject_id"],
+                name="llm_call_subject_prefix",
+                opclasses=["varchar_pattern_ops", "varchar_pattern_ops"],
+            ),
         ]
 
     def __str__(self) -> str:
