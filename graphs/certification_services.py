@@ -26,6 +26,7 @@ Every evolution round that scored a candidate on the validation tasks also recor
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +39,7 @@ from django.utils.module_loading import import_string
 from accounts.roles import Role, require_role
 from accounts.services import Actor, audit_record
 from common import leases
+from common.fixed_queries import FixedQuery
 from common.leases import RELEASED, LeaseLost, lease_claim, lease_clear, lease_free, lease_release, lease_write
 from graphs.core.certify import pair_evaluations, run_ids
 from graphs.core.evaluation import Evaluation, EvaluationPending
@@ -135,10 +137,23 @@ def round_recorded_in_transaction(
     return certification
 
 
+_ACTIVE: OrderedDict[int, FixedQuery] = OrderedDict()
+ACTIVE_COLUMNS = [field.attname for field in Revision._meta.concrete_fields if field.name != "document"]
+
+
 def _active_of(workspace_id: int) -> Revision | None:
-    active_id = Workspace.objects.filter(pk=workspace_id).values("active_revision_id")[:1]
-    # One query; unordered, so the model's ordering does not join the workspace table back in.
-    return Revision.objects.defer("document").filter(pk=Subquery(active_id)).order_by("pk").first()
+    """The workspace's active revision, its document deferred: one query, compiled by the ORM once per workspace and
+    thread (common/fixed_queries.py; every accepted round of a run reads it)."""
+    query = _ACTIVE.get(workspace_id)
+    if query is None:
+        active_id = Workspace.objects.filter(pk=workspace_id).order_by().values("active_revision_id")[:1]
+        active = Revision.objects.filter(pk=Subquery(active_id)).order_by()
+        query = _ACTIVE[workspace_id] = FixedQuery(lambda: active.values_list(*ACTIVE_COLUMNS))
+        while len(_ACTIVE) > 16:
+            _ACTIVE.popitem(last=False)
+    _ACTIVE.move_to_end(workspace_id)
+    rows = query.rows()
+    return Revision.from_db(Revision.objects.db, ACTIVE_COLUMNS, rows[0]) if rows else None
 
 
 def _run_config(run: EvolutionRun) -> dict[str, Any]:
