@@ -135,7 +135,7 @@ def _unknown(attributes: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return kept, max(0, len(keys) - METADATA_MAX_KEYS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TraceMapping:
     """`run` is the ingest item, or None when the trace is not a run (`problems` says why). `problems` also lists what
     was mapped only in part (e.g. steps beyond the limit)."""
@@ -154,7 +154,7 @@ def _declared(key: str, *sources: dict[str, Any] | None) -> Any:
 
 
 def _text(value: Any, limit: int) -> str:
-    return clean_text(as_text(value))[:limit]
+    return clean_text(as_text(value))[:limit] if value is not None else ""
 
 
 # --- the run boundary -----------------------------------------------------------------------------------------------

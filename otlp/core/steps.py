@@ -154,7 +154,7 @@ def has_exception(span: SpanRecord) -> bool:
     return any(event["name"] == "exception" for event in span.events)
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolFields:
     call_id: str = ""
     arguments: Any = None
@@ -164,8 +164,8 @@ class ToolFields:
 
 def tool_fields(span: SpanRecord) -> ToolFields:
     attrs = span.attributes
-    arguments, result = genai.tool_arguments(span), genai.tool_result(span)
-    fields = ToolFields(genai.tool_call_id(span), arguments, result)
+    call_id, arguments, result = genai.tool_fields(span)
+    fields = ToolFields(call_id, arguments, result)
     if "openinference.span.kind" in attrs:
         call_id, oi_arguments, oi_result, error = openinference.tool_fields(span)
         fields.call_id = fields.call_id or call_id

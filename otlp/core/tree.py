@@ -9,12 +9,16 @@ from .spans import SpanRecord
 OPERATION = "gen_ai.operation.name"
 OPENINFERENCE_KIND = "openinference.span.kind"
 MODEL_OPERATIONS = {"chat", "text_completion", "generate_content"}
+OPERATION_ROLES = {"invoke_agent": "agent", "execute_tool": "tool"} | dict.fromkeys(MODEL_OPERATIONS, "model")
 
 
 def role(span: SpanRecord) -> str | None:
     """ "agent", "tool", "model" or None (a span Waymark does not map: HTTP, retrieval, chains…)."""
-    operation = span.attributes.get(OPERATION)
-    kind = span.attributes.get(OPENINFERENCE_KIND)
+    attributes = span.attributes
+    operation = attributes.get(OPERATION)
+    kind = attributes.get(OPENINFERENCE_KIND)
+    if kind is None and type(operation) is str:  # the GenAI conventions alone (most spans): the operation decides
+        return OPERATION_ROLES.get(operation)
     kind = kind.upper() if isinstance(kind, str) else None
     if operation == "invoke_agent" or kind == "AGENT":
         return "agent"

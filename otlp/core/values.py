@@ -94,7 +94,7 @@ def bounded(value: Any, *, depth: int, max_items: int | None = None, max_chars: 
     return clean_text(str(value))
 
 
-@dataclass
+@dataclass(slots=True)
 class Usage:
     input_tokens: int = 0  # uncached input
     cached_input_tokens: int = 0

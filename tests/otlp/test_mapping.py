@@ -14,7 +14,7 @@ from otlp.core.mapping import (
     usage,
 )
 from otlp.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET
-from tests.helpers.otlp_spans import SECOND, T0, TRACE, span
+from tests.helpers.otlp_spans import OI, SECOND, T0, TRACE, span
 
 
 def agent(status=STATUS_OK, start=0, end=100, **attrs):
@@ -424,3 +424,23 @@ def test_the_model_is_read_from_whichever_span_names_one():
     assert map_trace([agent(), blank, named]).run["metadata"]["model"] == "m1"
     assert "model" not in map_trace([agent(), blank]).run["metadata"]
     assert map_trace([agent(model_name="run-model"), named]).run["metadata"]["model"] == "run-model"
+
+
+def test_role_reads_the_operation_alone_as_both_conventions_together():
+    def general(operation, kind):  # the rule with both conventions, as documented
+        kind = kind.upper() if isinstance(kind, str) else None
+        if operation == "invoke_agent" or kind == "AGENT":
+            return "agent"
+        if operation == "execute_tool" or kind == "TOOL":
+            return "tool"
+        if operation in ("chat", "text_completion", "generate_content") or kind == "LLM":
+            return "model"
+        return None
+
+    operations = [None, "invoke_agent", "execute_tool", "chat", "text_completion", "generate_content", "Chat", "", 7]
+    for operation in operations:
+        for kind in [None, "AGENT", "tool", "LLM", "CHAIN", 3]:
+            attrs = {
+                key: value for key, value in (("gen_ai.operation.name", operation), (OI, kind)) if value is not None
+            }
+            assert role(span(2, 1, **attrs)) == general(operation, kind), (operation, kind)

@@ -97,14 +97,12 @@ def output_messages(span: SpanRecord) -> list[Message]:
     return messages(value) if value is not None else []
 
 
-def tool_call_id(span: SpanRecord) -> str:
-    value = span.attributes.get("gen_ai.tool.call.id")
-    return str(value) if value is not None else ""
-
-
-def tool_arguments(span: SpanRecord) -> Any:
-    return span.attributes.get("gen_ai.tool.call.arguments")
-
-
-def tool_result(span: SpanRecord) -> Any:
-    return span.attributes.get("gen_ai.tool.call.result")
+def tool_fields(span: SpanRecord) -> tuple[str, Any, Any]:
+    """A tool span's call id, arguments and result (`gen_ai.tool.call.*`; "", None, None when absent)."""
+    attributes = span.attributes
+    call_id = attributes.get("gen_ai.tool.call.id")
+    return (
+        str(call_id) if call_id is not None else "",
+        attributes.get("gen_ai.tool.call.arguments"),
+        attributes.get("gen_ai.tool.call.result"),
+    )
