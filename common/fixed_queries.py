@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
 
 
@@ -37,29 +37,33 @@ class FixedQuery:
         return rows_together(self)[0]
 
 
-def rows_together(*queries: FixedQuery) -> list[list[tuple[Any, ...]]]:
-    """The rows of each query (on one database), sent in one round trip on PostgreSQL: one query string of their
-    statements, whose results are read one after the other."""
+def rows_together(*queries: FixedQuery, first: tuple[str, list[Any]] | None = None) -> list[list[tuple[Any, ...]]]:
+    """The rows of each query (on the default database), sent in one round trip on PostgreSQL: one query string of
+    their statements, whose results are read one after the other. `first`, a statement (sql, params) sent before
+    them, whose rows come first, as the cursor gives them."""
     compiled = [query._compiled() for query in queries]
-    connection = connections[compiled[0][0]]
+    connection = connections[compiled[0][0] if compiled else DEFAULT_DB_ALIAS]
+    statements = [(sql, list(params)) for _, sql, params, _ in compiled]
+    converters: list[list[Any] | None] = [convert for _, _, _, convert in compiled]
+    if first is not None:
+        statements.insert(0, first)
+        converters.insert(0, None)
     results = []
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and len(compiled) > 1:
-            cursor.execute(
-                "; ".join(sql for _, sql, _, _ in compiled), [p for _, _, params, _ in compiled for p in params]
-            )
-            for number, (_, _, _, converters) in enumerate(compiled):
+        if connection.vendor == "postgresql" and len(statements) > 1:
+            cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+            for number, convert in enumerate(converters):
                 if number:
                     cursor.nextset()
-                results.append(_converted(cursor.fetchall(), converters, connection))
+                results.append(_converted(cursor.fetchall(), convert, connection))
             return results
-        for _, sql, params, converters in compiled:
+        for (sql, params), convert in zip(statements, converters, strict=True):
             cursor.execute(sql, params)
-            results.append(_converted(cursor.fetchall(), converters, connection))
+            results.append(_converted(cursor.fetchall(), convert, connection))
     return results
 
 
-def _converted(rows: list[Any], converters: list[Any], connection: Any) -> list[tuple[Any, ...]]:
+def _converted(rows: list[Any], converters: list[Any] | None, connection: Any) -> list[tuple[Any, ...]]:
     if not converters:
         return [tuple(row) for row in rows]
     converted = []

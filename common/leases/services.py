@@ -39,6 +39,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
+from common.fixed_queries import FixedQuery, rows_together
 from common.liveness import register_leases
 
 OWNER_LENGTH = 200  # Leased.lease_owner's max_length
@@ -112,6 +113,21 @@ def lease_claim_row(
     `related` on it, as select_related gives them), or None when another worker holds it. On PostgreSQL one
     statement does it all, `UPDATE … RETURNING` in a WITH: outside a transaction it commits by itself, without
     waiting for its WAL flush, as a claim in `lease_transaction` does (set_config in the same statement)."""
+    return lease_claim_row_reading(rows, owner=owner, seconds=seconds, now=now, related=related, **fields)[0]
+
+
+def lease_claim_row_reading(
+    rows: QuerySet,
+    *,
+    owner: str,
+    seconds: float | timedelta,
+    now: datetime | None = None,
+    related: Sequence[str] = (),
+    reads: Sequence[FixedQuery] = (),
+    **fields: Any,
+) -> tuple[models.Model | None, list[list[tuple[Any, ...]]]]:
+    """`lease_claim_row`, and the rows of the fixed reads `reads` made after it (in the same round trip on
+    PostgreSQL): what the holder reads first, read whether the claim took the row or not."""
     now = now or timezone.now()
     free = lease_free(now)
     fields = {"lease_owner": owner_name(owner), "lease_expires_at": lease_until(seconds, now), **fields}
@@ -120,8 +136,9 @@ def lease_claim_row(
         with lease_transaction():
             pks = list(rows.filter(free).values_list("pk", flat=True)[:1])
             if not pks or not rows.filter(pk=pks[0]).filter(free).update(**fields):
-                return None
-            return model._default_manager.select_related(*related).get(pk=pks[0])
+                return None, rows_together(*reads) if reads else []
+            row = model._default_manager.select_related(*related).get(pk=pks[0])
+        return row, rows_together(*reads) if reads else []
     query = rows.filter(free).query.chain(UpdateQuery)
     query.add_update_values(fields)
     update, params = query.get_compiler(rows.db).as_sql()
@@ -144,12 +161,10 @@ def lease_claim_row(
         synchronous = f", {_NO_FLUSH}"
         joins.append('CROSS JOIN "off"')
     sql = f'WITH "claimed" AS ({update} RETURNING {returning}){synchronous} SELECT {", ".join(columns)} FROM "claimed" '
-    with connection.cursor() as cursor:
-        cursor.execute(sql + " ".join(joins), params)
-        found = cursor.fetchone()
-    if found is None:
-        return None
-    values = list(found)
+    claimed, *read = rows_together(*reads, first=(sql + " ".join(joins), params))
+    if not claimed:
+        return None, read
+    values = list(claimed[0])
     row = _from_db(model, own, values[: len(own)], rows.db)
     start = len(own)
     for fk in joined:
@@ -159,7 +174,7 @@ def lease_claim_row(
             row, None if getattr(row, fk.attname) is None else _from_db(fk.related_model, target, found, rows.db)
         )
         start += len(target)
-    return row
+    return row, read
 
 
 # A WITH part that turns synchronous_commit off for the statement's own transaction (what lease_transaction's SET LOCAL

@@ -60,6 +60,7 @@ from .stores import (
     RunRejectionStore,
     RunTraceStore,
     round_subject,
+    run_heads_query,
 )
 
 log = logging.getLogger(__name__)
@@ -293,20 +294,31 @@ def _finish_fields(run: EvolutionRun, status: str, reason: str, error: str = "")
 # -- one step ---------------------------------------------------------------------------------------------------------
 
 
-def _claim(run_id: int, worker: str, now: datetime) -> EvolutionRun | None:
-    """Take the run and read it (with its workspace) in one statement; None when another worker holds it."""
-    return leases.lease_claim_row(
+@dataclass(frozen=True)
+class Claimed:
+    run: EvolutionRun
+    heads: list[tuple[Any, ...]] | None  # the workspace's chains' heads (run_heads_query's rows), None: not read
+    usage: dict[str, Any]  # the run's calls, output tokens and cost as the ledger holds them
+
+
+def _claim(run_id: int, worker: str, now: datetime) -> Claimed | None:
+    """Take the run and read it (with its workspace) in one statement, and in the same round trip the heads of its
+    workspace's chains and its totals in the ledger; None when another worker holds it."""
+    heads = run_heads_query(run_id)
+    run, (usage, *read) = leases.lease_claim_row_reading(
         EvolutionRun.objects.filter(pk=run_id, status__in=OPEN),
         owner=worker,
         seconds=lease_seconds(),
         now=now,
         related=("workspace",),
+        reads=[_usage_query(run_id), *([heads] if heads is not None else [])],
         status=Status.RUNNING,
         stage="claimed",
         attempts=F("attempts") + 1,
         started_at=Coalesce(F("started_at"), Value(now)),
         updated_at=now,
     )
+    return Claimed(run, read[0] if read else None, _usage(usage)) if run is not None else None
 
 
 def lease_wait(run_id: int) -> float | None:
@@ -464,9 +476,10 @@ class StepResult:
 
 def evolution_step(*, run_id: int, worker: str, now: datetime | None = None) -> StepResult | None:
     """Advance the run by one step if it is free; None when another worker holds it or it has ended."""
-    run = _claim(run_id, worker, now or timezone.now())
-    if run is None:
+    claimed = _claim(run_id, worker, now or timezone.now())
+    if claimed is None:
         return None
+    run = claimed.run
     if run.attempts > MAX_CRASHES:
         reason = f"gave up after {MAX_CRASHES} attempts in a row without progress"
         last = f": {run.error}" if run.error else " (the worker died; see its logs)"
@@ -474,7 +487,7 @@ def evolution_step(*, run_id: int, worker: str, now: datetime | None = None) -> 
     if run.cancel_requested:
         return StepResult(_end(run, worker, Status.CANCELLED, "cancelled"), False)
     try:
-        return _advance(run, worker)
+        return _advance(claimed, worker)
     except LeaseLost:
         log.warning("evolution run %s: lease lost, another worker goes on", run_id)
         return None
@@ -547,11 +560,12 @@ def _next_iteration(store: DbRevisionStore, workspace: Workspace) -> int:
     return int((meta or {}).get("iteration") or 0) + 1
 
 
-def _advance(run: EvolutionRun, worker: str) -> StepResult:
+def _advance(claimed: Claimed, worker: str) -> StepResult:
+    run, usage = claimed.run, claimed.usage
     gate = build_gate(run.gate)
     workspace = run.workspace
     store = DbRevisionStore(workspace)
-    usage = _usage(store.read_heads(workspace.slug, with_query=_usage_query(run.pk)))  # one round trip for both
+    store.read_heads(workspace.slug, claimed.heads)
     budget = Budget.from_document(run.budget or {})
     meter_used = {**(run.meter or {}), "model_calls": usage["model_calls"], "output_tokens": usage["output_tokens"]}
     meter = Meter(budget, used=meter_used)

@@ -43,7 +43,7 @@ from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from accounts.services import Actor, audit_batch, audit_record
-from common.fixed_queries import FixedQuery, rows_together
+from common.fixed_queries import FixedQuery
 from common.statements import Statement, send, together, update_statement
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
@@ -155,17 +155,18 @@ def _insert_statement(count: int, *, in_transaction: bool) -> str:
     )
 
 
-def _head_branches(workspace_id: int) -> list[QuerySet]:
-    """The head of each chain of a workspace, a values_list QuerySet a chain (document of HEAD_DOCUMENTS kinds only)."""
+def _head_branches(workspace: int | Subquery) -> list[QuerySet]:
+    """The head of each chain of a workspace (its id, or a subquery giving it), a values_list QuerySet a chain
+    (document of HEAD_DOCUMENTS kinds only)."""
     branches = []
     for kind in RevisionRow.Kind.values:
-        chain = RevisionRow.objects.filter(workspace_id=workspace_id, kind=kind).order_by("-seq")
+        chain = RevisionRow.objects.filter(workspace_id=workspace, kind=kind).order_by("-seq")
         document = "document" if kind in HEAD_DOCUMENTS else Value(None, JSONField())
         branches.append(chain.values_list("kind", "seq", "digest", "parent_digest", "meta", "created_at", document)[:1])
     return branches
 
 
-_HEADS: OrderedDict[int, FixedQuery] = OrderedDict()
+_HEADS: OrderedDict[tuple[str, int], FixedQuery] = OrderedDict()
 
 
 def _union(branches: list[QuerySet]) -> QuerySet:
@@ -176,12 +177,26 @@ def _heads_query(workspace_id: int) -> FixedQuery:
     """The UNION of a workspace's head branches, compiled by the ORM once per workspace and thread (common/
     fixed_queries.py): compiling four branches cost several times running them, and a run's steps all read the same
     workspace's heads."""
-    query = _HEADS.get(workspace_id)
+    return _kept(("workspace", workspace_id), lambda: _union(_head_branches(workspace_id)))
+
+
+def run_heads_query(run_id: int) -> FixedQuery | None:
+    """`_heads_query` of a run's workspace, named by the run: a step reads the heads with its claim, before it knows
+    the workspace (DbRevisionStore.read_heads takes the rows). None where the database cannot limit the parts of a
+    UNION (read_heads reads them itself)."""
+    if not connection.features.supports_slicing_ordering_in_compound:
+        return None
+    workspace = Subquery(EvolutionRun.objects.filter(pk=run_id).values("workspace_id")[:1])
+    return _kept(("run", run_id), lambda: _union(_head_branches(workspace)))
+
+
+def _kept(key: tuple[str, int], build) -> FixedQuery:
+    query = _HEADS.get(key)
     if query is None:
-        query = _HEADS[workspace_id] = FixedQuery(lambda: _union(_head_branches(workspace_id)))
+        query = _HEADS[key] = FixedQuery(build)
         while len(_HEADS) > MEMORIES_KEPT:
             _HEADS.popitem(last=False)
-    _HEADS.move_to_end(workspace_id)
+    _HEADS.move_to_end(key)
     return query
 
 
@@ -212,22 +227,17 @@ class DbRevisionStore:
             self._workspaces[slug] = Workspace.objects.get(slug=slug)
         return self._workspaces[slug]
 
-    def read_heads(self, workspace: str, *, with_query: FixedQuery | None = None) -> list[tuple[Any, ...]] | None:
+    def read_heads(self, workspace: str, heads: list[tuple[Any, ...]] | None = None) -> None:
         """The head of each of the workspace's chains in one query (documents of HEAD_DOCUMENTS kinds only; one query a
-        chain where the database cannot limit the parts of a UNION); `with_query`, another read sent in the same
-        round trip, whose rows it returns (a step's ledger totals)."""
+        chain where the database cannot limit the parts of a UNION), or `heads` as read already (`run_heads_query`'s
+        rows)."""
         ws = self.workspace(workspace)
         for kind in RevisionRow.Kind.values:
             self.heads[(workspace, kind)] = None
-        also = None
-        if connection.features.supports_slicing_ordering_in_compound:
-            if with_query is None:
-                heads = _heads_query(ws.pk).rows()
-            else:
-                heads, also = rows_together(_heads_query(ws.pk), with_query)
-        else:  # SQLite (the embedded default): one query a chain
+        if heads is None and connection.features.supports_slicing_ordering_in_compound:
+            heads = _heads_query(ws.pk).rows()
+        elif heads is None:  # SQLite (the embedded default): one query a chain
             heads = [head for branch in _head_branches(ws.pk) for head in branch]
-            also = with_query.rows() if with_query is not None else None
         for kind, seq, digest, parent, meta, created_at, document in heads:
             row = RevisionRow(
                 workspace=ws,
@@ -240,7 +250,6 @@ class DbRevisionStore:
                 document=document if kind in HEAD_DOCUMENTS else _UNREAD,
             )
             self.heads[(workspace, kind)] = row
-        return also
 
     def _head_row(self, workspace: str, kind: str, *, document: bool = True) -> RevisionRow | None:
         key = (workspace, kind)

@@ -94,6 +94,19 @@ def test_a_claimed_row_comes_back_as_claimed_with_its_related_rows_and_a_held_on
     assert job.lease_owner == "host:1:a"
 
 
+def test_a_claim_brings_what_the_holder_reads_first_in_the_same_round_trip(job, django_assert_num_queries):
+    from common.fixed_queries import FixedQuery
+
+    status = FixedQuery(lambda: Job.objects.filter(pk=job.pk).values_list("status", "lease_owner"))
+    with django_assert_num_queries(1):
+        claimed, read = leases.lease_claim_row_reading(
+            rows(job), owner="host:1:a", seconds=60, reads=[status], status=JobStatus.LEASED
+        )
+    assert claimed.pk == job.pk and read == [[(JobStatus.LEASED, "host:1:a")]]  # read after the claim
+    refused, read = leases.lease_claim_row_reading(rows(job), owner="host:2:b", seconds=60, reads=[status])
+    assert refused is None and read == [[(JobStatus.LEASED, "host:1:a")]]
+
+
 def test_a_write_alone_commits_by_itself_while_held_and_raises_lease_lost_when_not(job, django_assert_num_queries):
     assert claim(job, "host:1:a") == 1
     with django_assert_num_queries(1):

@@ -21,16 +21,17 @@ from .records import revised_edge
 
 pytestmark = pytest.mark.postgres
 ROUNDS = 4
-# A round's step: claim and read the run (one statement), the chains' heads with the ledger's totals (one round trip);
-# the model call's ledger row; checkpoint #1 with the traces and the call's reply, and checkpoint #2, each one
-# statement with the meter that commits by itself; the record (decision checkpoint, graph and the rejection memory's new
-# entry with the run's progress in one statement, round row with its ledger totals, the split decision (the split's
-# upsert and the decision's row in one statement), the certification graphs.certification_services writes (the active
-# revision and the row), and the three audit events in one INSERT); the hand-over to the next step (one statement).
-MAX_QUERIES_PER_ROUND = 12
+# A round's step: claim and read the run (one statement) with, in the same round trip, the chains' heads and the
+# ledger's totals; the model call's ledger row; checkpoint #1 with the traces and the call's reply, and checkpoint #2,
+# each one statement with the meter that commits by itself; the record (decision checkpoint, graph and the rejection
+# memory's new entry with the run's progress in one statement, round row with its ledger totals, the split decision
+# (the split's upsert and the decision's row in one statement), the certification graphs.certification_services writes
+# (the active revision and the row), and the three audit events in one INSERT); the hand-over to the next step (one
+# statement).
+MAX_QUERIES_PER_ROUND = 11
 # The first round's certificate is issued in its record from the round's own evaluations (the retained graph is the
 # active one): uplift's statements for it come on top.
-MAX_QUERIES_FIRST_ROUND = 20
+MAX_QUERIES_FIRST_ROUND = 19
 COMMITS_PER_ROUND = 6  # claim, the model call's row, checkpoint #1 (with its reply), checkpoint #2, record, hand-over
 NOT_COUNTED = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "SET LOCAL")
 
