@@ -142,12 +142,22 @@ def usage(span: SpanRecord) -> Usage:
     attrs = span.attributes
     if USAGE_KEYS.isdisjoint(attrs):  # most tool spans: nothing to read
         return Usage()
-    total_input = count(first(attrs, INPUT_KEYS))
-    cached = count(first(attrs, CACHED_KEYS))
-    output = count(first(attrs, OUTPUT_KEYS))
+    total_input, cached, output = (
+        _count_at(attrs, INPUT_KEYS),
+        _count_at(attrs, CACHED_KEYS),
+        _count_at(attrs, OUTPUT_KEYS),
+    )
     cached = min(cached, total_input) if total_input else cached
     cost = money(first(attrs, COST_KEYS))
     return Usage(max(0, total_input - cached), cached, output, cost)
+
+
+def _count_at(attrs: dict[str, Any], keys: tuple[str, ...]) -> int:
+    """count(first(attrs, keys)), with the common case (the first key holds a plain int) read at once."""
+    value = attrs.get(keys[0])
+    if type(value) is int:
+        return min(value, MAX_TOKENS) if value > 0 else 0
+    return count(first(attrs, keys))
 
 
 # The model that answered (for the price), else the one asked for; `model_name` is pydantic-ai's run span.

@@ -14,6 +14,7 @@ from otlp.core.mapping import (
     usage,
 )
 from otlp.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET
+from otlp.core.values import count
 from tests.helpers.otlp_spans import OI, SECOND, T0, TRACE, span
 
 
@@ -444,3 +445,13 @@ def test_role_reads_the_operation_alone_as_both_conventions_together():
                 key: value for key, value in (("gen_ai.operation.name", operation), (OI, kind)) if value is not None
             }
             assert role(span(2, 1, **attrs)) == general(operation, kind), (operation, kind)
+
+
+@pytest.mark.parametrize(
+    "value", [5, 0, -3, 2**40, True, False, "12", " 7 ", "x", 3.0, 2.5, float("nan"), "", None, [1]]
+)
+def test_a_token_count_on_the_first_key_reads_as_the_general_rule(value):
+    """The first key's plain int is read at once; anything else by `count`, an empty value falling back to the next
+    key."""
+    spent = usage(span(2, 1, **{"gen_ai.usage.input_tokens": value, "gen_ai.usage.prompt_tokens": 9}))
+    assert spent.input_tokens == (9 if value is None or value == "" else count(value))
