@@ -35,12 +35,11 @@ import hashlib
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, JSONField, QuerySet, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, JSONField, QuerySet, Subquery, Value
+from django.db.models.expressions import RawSQL
 
 from accounts.services import Actor, audit_batch, audit_record
 from common.fixed_queries import FixedQuery
@@ -61,7 +60,7 @@ from graphs.core.stores import (
     RevisionTraceStore,
 )
 from graphs.core.traces import traces_document
-from llm.selectors import calls_for_subject
+from llm.selectors import subject_totals
 
 from .. import revisions
 from ..models import EvolutionRound, EvolutionRun, Workspace
@@ -771,11 +770,9 @@ class RunRejectionStore(RevisionRejectionStore):
         return ref
 
 
-def _round_cost(run_id: int, iteration: int) -> Coalesce:
+def _round_cost(run_id: int, iteration: int) -> RawSQL:
     """The cost of a round's calls as the ledger holds them (0 when none has a price), as a subquery."""
-    calls = calls_for_subject(*round_subject(run_id, iteration)).order_by().values("subject_type")
-    cost = EvolutionRun._meta.get_field("cost")
-    return Coalesce(Subquery(calls.annotate(cost=Sum("cost")).values("cost")), Value(Decimal(0)), output_field=cost)
+    return subject_totals(*round_subject(run_id, iteration))[1]
 
 
 def record_round(
@@ -790,8 +787,7 @@ def record_round(
     decision = entry.decision if isinstance(entry.decision, Mapping) else None
     disposition = decision.get("disposition") if decision else None
     # The calls and cost as the ledger holds them, summed in the INSERT (and read back with the row).
-    calls = calls_for_subject(*round_subject(run.pk, entry.iteration)).order_by().values("subject_type")
-    model_calls = Coalesce(Subquery(calls.annotate(n=Count("id")).values("n")), Value(0))
+    model_calls, cost = subject_totals(*round_subject(run.pk, entry.iteration))
     return EvolutionRound.objects.create(
         run=run,
         iteration=entry.iteration,
@@ -811,5 +807,5 @@ def record_round(
         rejections_revision=rejections_revision,
         graph_revision=graph_revision,
         model_calls=model_calls,
-        cost=_round_cost(run.pk, entry.iteration),
+        cost=cost,
     )
