@@ -345,12 +345,10 @@ def map_trace(spans: Sequence[SpanRecord], *, max_steps: int = MAX_STEPS, price:
             spent = Usage()
         if span is not None and not USAGE_KEYS.isdisjoint(span.attributes):  # tokens or cost on the tool span
             spent.add(usage(span))
-        step.update(
-            input_tokens=spent.input_tokens,
-            cached_input_tokens=spent.cached_input_tokens,
-            output_tokens=spent.output_tokens,
-            cost=spent.cost,
-        )
+        step["input_tokens"] = spent.input_tokens
+        step["cached_input_tokens"] = spent.cached_input_tokens
+        step["output_tokens"] = spent.output_tokens
+        step["cost"] = spent.cost
     if unpriced:
         inferred["cost"] = "the model price table, which has no price for " + ", ".join(sorted(unpriced)) + " (0)"
 

@@ -5,6 +5,9 @@ and what was inferred."""
 
 import json
 
+import pytest
+
+from otlp.core.conventions.messages import parsed
 from otlp.core.mapping import map_trace, moment
 from otlp.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET
 from tests.helpers.otlp_spans import OI, SECOND, T0, event, llm_out, span, with_events
@@ -231,3 +234,35 @@ def test_model_calls_are_priced_when_no_cost_is_declared():
     assert run["steps"][0]["cost"] == 0.75  # priced 0.25 + declared 0.5 + unpriced 0
     assert run["metadata"]["model"] == "claude-haiku-4-5"
     assert "gpt-x" in run["metadata"]["otlp"]["inferred"]["cost"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1}',
+        ' \n{"a": [1, {"b": "c\\u0000"}]}\t ',
+        "[1, 2]",
+        "[]",
+        '{"a": 1} trailing',
+        '{"a": 1}{"b": 2}',
+        "[1] [2]",
+        '{"a": NaN}',
+        "[Infinity]",
+        '{"a": 1',
+        "{not json}",
+        "[" * 100_000 + "]" * 100_000,
+        "\u00a0{}\u00a0",
+        "plain text",
+        "",
+    ],
+)
+def test_json_text_is_read_as_the_json_module_reads_it(text):
+    def reference(value):  # the json module's own decode() of the stripped text, constants refused
+        try:
+            return json.JSONDecoder(parse_constant=lambda name: int("x")).decode(value.strip())
+        except (ValueError, RecursionError):
+            return value
+
+    expected = reference(text) if text.strip()[:1] in ("{", "[") else text
+    assert parsed(text) == expected
+    assert parsed({"a": 1}) == {"a": 1} and parsed(None) is None

@@ -44,10 +44,11 @@ def parsed(value: Any) -> Any:
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "["):
-            try:
-                return _DECODER.decode(stripped)
+            try:  # raw_decode: `stripped` has no whitespace around it left for decode() to skip
+                result, end = _DECODER.raw_decode(stripped)
             except (ValueError, RecursionError):
                 return value
+            return result if end == len(stripped) else value  # trailing data: not JSON text
     return value
 
 
