@@ -19,6 +19,7 @@ def role(span: SpanRecord) -> str | None:
     kind = attributes.get(OPENINFERENCE_KIND)
     if kind is None and type(operation) is str:  # the GenAI conventions alone (most spans): the operation decides
         return OPERATION_ROLES.get(operation)
+    operation = operation if isinstance(operation, str) else None  # an array, a map or a number names none
     kind = kind.upper() if isinstance(kind, str) else None
     if operation == "invoke_agent" or kind == "AGENT":
         return "agent"

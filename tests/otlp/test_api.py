@@ -380,3 +380,31 @@ def test_the_run_page_says_what_the_mapping_inferred(db, post, viewer):
     page = logged_in(viewer).get(reverse("trajectories:detail", args=[run.pk]))
     assert page.status_code == 200
     assert b"outcome inferred from root span UNSET with a completed agent span" in page.content
+
+
+def test_an_operation_name_that_is_an_array_or_a_map_names_no_role(db, post):
+    # A span naming its operation by an array or a map (unhashable values) is a span Waymark does not map, never a 500
+    def span(span_id, operation, parent=""):
+        return {
+            "traceId": "5b8aa5a2d2c872e8321cf37308d69df2",
+            "spanId": span_id,
+            "parentSpanId": parent,
+            "name": "odd",
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000001000000000",
+            "attributes": [{"key": "gen_ai.operation.name", "value": operation}],
+        }
+
+    agent = span("0000000000000001", {"stringValue": "invoke_agent"})
+    tool = span("0000000000000002", {"stringValue": "execute_tool"}, agent["spanId"])
+    tool["attributes"].append({"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}})
+    listed = span("0000000000000003", {"arrayValue": {"values": [{"stringValue": "chat"}]}}, agent["spanId"])
+    mapped = span(
+        "0000000000000004",
+        {"kvlistValue": {"values": [{"key": "name", "value": {"stringValue": "execute_tool"}}]}},
+        agent["spanId"],
+    )
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [tool, listed, mapped, agent]}]}]}
+    assert answer(post(json.dumps(body), content_type="application/json")) == {}
+    run = Run.objects.get()
+    assert [step.tool for step in run.steps.order_by("ordinal")] == ["lookup"]

@@ -434,11 +434,12 @@ def test_role_reads_the_operation_alone_as_both_conventions_together():
             return "agent"
         if operation == "execute_tool" or kind == "TOOL":
             return "tool"
-        if operation in ("chat", "text_completion", "generate_content") or kind == "LLM":
+        if operation in ["chat", "text_completion", "generate_content"] or kind == "LLM":
             return "model"
         return None
 
     operations = [None, "invoke_agent", "execute_tool", "chat", "text_completion", "generate_content", "Chat", "", 7]
+    operations += [["chat"], {"name": "chat"}]  # array and map values (an unhashable operation) name no operation
     for operation in operations:
         for kind in [None, "AGENT", "tool", "LLM", "CHAIN", 3]:
             attrs = {
