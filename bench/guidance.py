@@ -532,7 +532,11 @@ def wsgi_app():
     settings.ROOT_URLCONF = __name__
     from django.core.wsgi import get_wsgi_application
 
-    return get_wsgi_application()
+    from config.heap import freeze_startup_objects
+
+    application = get_wsgi_application()
+    freeze_startup_objects()  # as config/wsgi.py
+    return application
 
 
 def main() -> int:

@@ -412,6 +412,9 @@ def main() -> int:
 
     from accounts.models import User
     from accounts.services import Actor, api_token_create
+    from config.heap import freeze_startup_objects
+
+    freeze_startup_objects()  # set up: as a web process freezes what its set-up made (config/wsgi.py)
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE trajectories_step, trajectories_run RESTART IDENTITY CASCADE")

@@ -1,11 +1,12 @@
 """The one Celery app. Settings come from Django settings under the CELERY_ prefix (config/settings/base.py)."""
 
-import gc
 import logging.config
 import os
 
 from celery import Celery
 from celery.signals import setup_logging, task_postrun, task_prerun, worker_process_init, worker_ready
+
+from config.heap import freeze_startup_objects
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -25,11 +26,8 @@ def _configure_logging_from_django(**kwargs) -> None:
 @worker_process_init.connect
 @worker_ready.connect
 def _freeze_what_startup_made(**kwargs) -> None:
-    """Once a process that runs tasks is set up (a pool process, or the worker itself): the objects startup made
-    (Django, the apps, Celery) are moved out of the collector's sight (gc.freeze), so a full collection walks only
-    what tasks allocate since, instead of pausing a task for ~10 ms every so often to walk them all again."""
-    gc.collect()
-    gc.freeze()
+    """Once a process that runs tasks is set up (a pool process, or the worker itself): config.heap."""
+    freeze_startup_objects()
 
 
 def _eager(task) -> bool:
