@@ -52,6 +52,7 @@ WRITE_MODULES = {
 # Helpers that write only the rows of the model their caller passes in: the caller is the write's origin.
 PASS_THROUGH = {
     ("reviews/registry.py", "move_active_version"): "the activation a promotable kind runs on its own parent model",
+    ("common/statements.py", "send"): "sends the writes its caller built (update_statement, a service's statement)",
 }
 # Tables Django's own machinery writes for a request (the session store): the framework's state, not an app's rows.
 FRAMEWORK_TABLES = ("django_session",)

@@ -241,25 +241,47 @@ def split_decision_record(
     tasks): it counts against the split's budget like a certificate does."""
     if what not in SplitDecision.What.values:
         raise UpliftInvalid(f"unknown decision kind {what!r}")
-    key, count = _split_identity(task_ids)
-    now = timezone.now()
-    sql = _DECISION_RECORDED.format(table=HeldOutSplit._meta.db_table, ledger=SplitDecision._meta.db_table)
     # Inside a caller's transaction (an evolution round's record) no savepoint: an error rolls the caller's back.
     with transaction.atomic(savepoint=False):
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [kind, parent_key, key, count, drawn_at, now, what, subject[:200], alpha, passed, now])
-            pk, split_id, number = cursor.fetchone()
-        decision = SplitDecision(
-            id=pk, split_id=split_id, number=number, what=what, subject=subject[:200], alpha=alpha, passed=passed
-        )
-        decision.created_at = now
-        decision._state.adding, decision._state.db = False, connection.alias  # a stored row, as if read
+        decision = _decision_recorded(kind, parent_key, task_ids, drawn_at, what, subject[:200], alpha, passed)
         audit_record(
             actor=actor,
             verb="split.decision",
             target=decision,
-            after={"split": key[:12], "number": number, "what": what, "subject": subject[:200]},
+            after={"split": decision.split.key[:12], "number": decision.number, "what": what, "subject": subject[:200]},
         )
+    return decision
+
+
+def _decision_recorded(
+    kind: str,
+    parent_key: str,
+    task_ids: Sequence[str],
+    drawn_at: datetime,
+    what: str,
+    subject: str,
+    alpha: float,
+    passed: bool | None,
+) -> SplitDecision:
+    """The split's count one up and the decision's ledger row: one statement on PostgreSQL (_DECISION_RECORDED)."""
+    if connection.vendor != "postgresql":  # no INSERT in a WITH (SQLite): the upsert, then the row
+        split = _split_decided(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
+        return SplitDecision.objects.create(
+            split=split, number=split.decisions, what=what, subject=subject, alpha=alpha, passed=passed
+        )
+    key, count = _split_identity(task_ids)
+    now = timezone.now()
+    sql = _DECISION_RECORDED.format(table=HeldOutSplit._meta.db_table, ledger=SplitDecision._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [kind, parent_key, key, count, drawn_at, now, what, subject, alpha, passed, now])
+        pk, split_id, number = cursor.fetchone()
+    split = HeldOutSplit(id=split_id, kind=kind, parent_key=parent_key, key=key, task_count=count, drawn_at=drawn_at)
+    split.decisions = number
+    decision = SplitDecision(
+        id=pk, split=split, number=number, what=what, subject=subject, alpha=alpha, passed=passed, created_at=now
+    )
+    for row in (split, decision):
+        row._state.adding, row._state.db = False, connection.alias  # stored rows, as if read
     return decision
 
 
