@@ -134,6 +134,38 @@ def test_tests_and_factories_write_directly_and_reads_are_not_checked():
     assert violations == []
 
 
+WITH_WRITES = """
+def update_in_a_with(pk):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            'WITH "changed" AS (UPDATE "trajectories_run" SET "task" = %s WHERE "id" = %s RETURNING "id") '
+            'SELECT count(*) FROM "changed"',
+            ["changed in a with", pk],
+        )
+
+def read_in_a_with(pk):
+    with connection.cursor() as cursor:
+        cursor.execute('WITH "one" AS (SELECT "task" FROM "trajectories_run" WHERE "id" = %s) TABLE "one"', [pk])
+        return cursor.fetchone()[0]
+"""
+
+
+@pytest.mark.django_db
+def test_a_with_statement_that_writes_is_checked_and_one_that_reads_is_not(_writes_go_through_services):
+    from django.db import connection
+
+    run = stored_run()
+    view = code_in("graphs/views.py", WITH_WRITES, connection=connection)
+    assert view["read_in_a_with"](run.pk) == run.task
+    assert _writes_go_through_services == []
+    view["update_in_a_with"](run.pk)
+    assert [(v.module, v.function) for v in _writes_go_through_services] == [("graphs/views.py", "update_in_a_with")]
+    _writes_go_through_services.clear()
+    with writes_recorded() as violations:
+        code_in("graphs/services.py", WITH_WRITES, connection=connection)["update_in_a_with"](run.pk)
+    assert violations == [] and Run.objects.get(pk=run.pk).task == "changed in a with"
+
+
 def test_a_violation_names_where_and_what():
     violation = Violation("reviews/views.py", 12, "approve", 'UPDATE "reviews_promotionrequest" SET …')
     assert str(violation).startswith("reviews/views.py:12 (approve) writes outside services: UPDATE")

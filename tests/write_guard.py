@@ -1,9 +1,9 @@
 """Every write to the database comes from a write module (issue 14, item 2): checked on every statement the tests run.
 
 The autouse fixture `_writes_go_through_services` (tests/conftest.py) wraps the test's database connection
-(`connection.execute_wrapper`). For each INSERT, UPDATE or DELETE it walks the Python stack outward from the
-statement, past Django and the other installed libraries and past the models modules (a model's own `save()`), to
-the first frame in Waymark's code. That frame must be in a write module:
+(`connection.execute_wrapper`). For each INSERT, UPDATE or DELETE (or a WITH statement with one in it) it walks the
+Python stack outward from the statement, past Django and the other installed libraries and past the models modules (a
+model's own `save()`), to the first frame in Waymark's code. That frame must be in a write module:
 
 * an app's (or a sub-domain's) `services.py`, a module of a `services/` package, or a `*_services.py`: every write
   of the design;
@@ -27,6 +27,7 @@ this process in the other tests). COPY on PostgreSQL (trajectories.copy_ingest) 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ WRITE_MODULES = {
 PASS_THROUGH = {
     ("reviews/registry.py", "move_active_version"): "the activation a promotable kind runs on its own parent model",
     ("common/statements.py", "send"): "sends the writes its caller built (update_statement, a service's statement)",
+    ("common/fixed_queries.py", "rows_together"): "sends first the write its caller built (a lease claim), then reads",
 }
 # Tables Django's own machinery writes for a request (the session store): the framework's state, not an app's rows.
 FRAMEWORK_TABLES = ("django_session",)
@@ -124,11 +126,18 @@ def write_origin(frame) -> tuple[str, int, str] | None:
 
 
 def _is_checked_write(sql: str) -> bool:
-    """An INSERT, UPDATE or DELETE of an app's table (the first quoted name is the table written)."""
-    if sql.lstrip()[:6].upper() not in WRITE_STATEMENTS:
+    """An INSERT, UPDATE or DELETE of an app's table (the first quoted name is the table written), or a WITH
+    statement with a data-modifying part (common/statements.py, the leases' claims: they write app tables only)."""
+    head = sql.lstrip()[:6].upper()
+    if head[:4] == "WITH":
+        return _DATA_MODIFYING.search(sql) is not None
+    if head not in WRITE_STATEMENTS:
         return False
     quoted = sql.split('"', 2)
     return len(quoted) < 3 or quoted[1] not in FRAMEWORK_TABLES
+
+
+_DATA_MODIFYING = re.compile(r"\b(?:INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM)\b", re.IGNORECASE)
 
 
 @contextmanager

@@ -24,6 +24,14 @@ from trajectories.models import Step
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.filterwarnings(PLUGIN_DEPRECATION)]
 
 
+def htmx_settled(page):
+    """Wait until htmx has swapped and settled what it last received (its classes are gone): new content's hx-
+    attributes are processed by then."""
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
+    )
+
+
 def test_a_reviewer_judges_by_keyboard_merges_one_and_sees_the_new_version(page_as, rita, rob, ruth, otto):
     """Inline review (issue 24): each candidate shows with its run's task and evidence steps; a judgment brings the
     next candidate in place (auto-advance) with the focus on it, so the keys go on working."""
@@ -69,6 +77,7 @@ def test_a_reviewer_judges_by_keyboard_merges_one_and_sees_the_new_version(page_
     page.keyboard.press("k")
     expect(focus.locator("[data-label]")).to_have_text("Book a flight")
     expect(focus).to_be_focused()
+    htmx_settled(page)  # else a key may press the new form's button before htmx took it over (a plain POST)
 
     page.keyboard.press("v")  # valid, and the next candidate comes in place
     expect(page.locator("[data-judged]")).to_contain_text("Book a flight”: valid")
@@ -77,6 +86,7 @@ def test_a_reviewer_judges_by_keyboard_merges_one_and_sees_the_new_version(page_
     expect(page).to_have_url(re.compile(rf"\?candidate={recover.pk}$"))
     expect(page.locator("[data-intent-row]")).to_have_count(1)
     expect(page.locator("[data-recent-judgments]")).to_contain_text("rob: valid")  # visible after her own
+    htmx_settled(page)
 
     page.keyboard.press("m")
     merge_list = focus.locator("[data-merge-target]")
