@@ -18,7 +18,7 @@ def evolution_step(self, run_id: int) -> None:
     result = services.evolution_step(run_id=run_id, worker=lease_owner(self.request.id))
     if result is None:
         wait = services.lease_wait(run_id)
-        if wait is not None and wait > 0:
+        if wait is not None:  # 0: the lease ran out since the claim, so the next try takes it
             self.apply_async((run_id,), countdown=wait + 1)
 
 
@@ -31,7 +31,7 @@ def certification_step(self, certification_id: int) -> None:
     )
     if result is None:
         wait = certification_services.lease_wait(certification_id)
-        if wait is not None and wait > 0:
+        if wait is not None:  # 0: the lease ran out since the claim, so the next try takes it
             self.apply_async((certification_id,), countdown=wait + 1)
 
 

@@ -17,7 +17,7 @@ def intent_proposal_step(self, run_id: int) -> None:
     result = services.intent_proposal_step(run_id=run_id, worker=lease_owner(self.request.id))
     if result is None:
         wait = services.lease_wait(run_id)
-        if wait is not None and wait > 0:
+        if wait is not None:  # 0: the lease ran out since the claim, so the next try takes it
             self.apply_async((run_id,), countdown=wait + 1)
 
 
