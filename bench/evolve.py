@@ -55,27 +55,13 @@ class SlowModel:
 
     def complete(self, request):
         from llm.core import ModelResponse, Usage
+        from tests.graphs.evolution.records import revised_edge
 
         started = time.perf_counter()
         time.sleep(MODEL_SECONDS)
         SPENT["model"] += time.perf_counter() - started
         self.calls += 1
-        marker = f"{time.time_ns()}"
-        reply = {
-            "add_nodes": [],
-            "delete_nodes": [],
-            "delete_edges": [{"source": "search", "target": "read"}],
-            "add_edges": [
-                {
-                    "source": "search",
-                    "target": "read",
-                    "relation": "LEADS_TO",
-                    "condition": "search returned at least one document",
-                    "guidance": f"Read the top hit before answering (revision {marker}).",
-                    "pitfalls": None,
-                }
-            ],
-        }
+        reply = revised_edge(f"Read the top hit before answering (revision {time.time_ns()}).")
         return ModelResponse(text=json.dumps(reply), usage=Usage(input_tokens=3000, output_tokens=120))
 
 
