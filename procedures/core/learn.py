@@ -124,7 +124,7 @@ def _fold_and_retain(
     codes = ToolCodes()
     every_run = list(runs.values())
     if len(every_run) <= 4 * _GUESS_RUNS and sum(map(len, every_run)) <= _WHOLE_STEPS:
-        return _fold_and_retain_whole(runs, ordered_ids, codes)
+        return _fold_and_retain_whole(runs, every_run, ordered_ids, codes)
     lookup = codes.lookup
     prefix = _Batch([runs[trajectory_id] for trajectory_id in ordered_ids[: max(_GUESS_RUNS, len(ordered_ids) // 16)]])
     prefix.encode(lookup)
@@ -158,21 +158,24 @@ def _fold_and_retain(
 
 
 def _fold_and_retain_whole(
-    runs: Mapping[str, Sequence[TrajectoryStep]], ordered_ids: Sequence[str], codes: ToolCodes
+    runs: Mapping[str, Sequence[TrajectoryStep]],
+    every_run: list[Sequence[TrajectoryStep]],
+    ordered_ids: Sequence[str],
+    codes: ToolCodes,
 ) -> tuple[Tools, list[Mapping[str, Any]]]:
     """`_fold_and_retain` for an input small enough to stay in cache whole: one batch, checked, encoded once (not
     the guess's prefix a second time), folded in full in sorted order and aligned."""
-    batch = _Batch(list(runs.values()))
-    if not all_true(list(map(_ok, chain.from_iterable(batch.runs)))):
+    batch = _Batch(every_run)  # the runs in the mapping's order (every_run is runs.values())
+    if not all_true(list(map(_ok, chain.from_iterable(every_run)))):
         raise ValueError(SOURCES_INVALID)
     batch.encode(codes.lookup)
-    run_codes = dict(zip(runs, batch.sequences, strict=True))
+    sequences = batch.sequences
+    run_codes = dict(zip(runs, sequences, strict=True))
     shared = shared_codes(list(map(run_codes.__getitem__, ordered_ids)), codes.ranks())
     first = ordered_ids[0]
     agreement = ArgumentAgreement(shared, run_codes[first], runs[first])
-    sequences = batch.sequences
-    for start, stop in _batch_bounds(batch.runs):
-        agreement.add_batch(_Batch(batch.runs[start:stop], sequences[start:stop]))
+    for start, stop in _batch_bounds(every_run):
+        agreement.add_batch(_Batch(every_run[start:stop], sequences[start:stop]))
     return codes.decode(agreement.shared), agreement.arguments()
 
 
