@@ -9,7 +9,8 @@ after checkpoint #1, no second evaluation and no second accept. What the next st
 baseline and retained best, the meter, the rounds done) is written in the transaction of the write that makes it
 true, and a step first ends a run whose last recorded round called for it, so a resumed run decides exactly as it
 would have without the crash. A step holds the run's lease (heartbeat at every stage and model call, at most once a
-second); a redelivered message or the reaper re-enqueues a run whose lease ran out.
+second) until its round's record, which gives it up; a redelivered message or the reaper re-enqueues a run whose
+lease ran out.
 """
 
 from __future__ import annotations
@@ -613,7 +614,9 @@ def _advance(claimed: Claimed, worker: str) -> StepResult:
         raise
     if store.pending or recorded.replies:  # a seed, or anything a loop left unrecorded, before the step's end
         store.write_pending()
-    return _settle(run, worker, report, meter, hooks, first_iteration=iteration)
+    return _settle(
+        run, worker, report, meter, hooks, first_iteration=iteration, handed_over=rejection_store.handed_over
+    )
 
 
 def _ending_on_record(
@@ -641,10 +644,20 @@ def _ending_on_record(
 
 
 def _settle(
-    run: EvolutionRun, worker: str, report, meter: Meter, hooks: RunHooks, *, first_iteration: int
+    run: EvolutionRun,
+    worker: str,
+    report,
+    meter: Meter,
+    hooks: RunHooks,
+    *,
+    first_iteration: int,
+    handed_over: bool,
 ) -> StepResult:
-    """Record what the step did on the run, then end the run or hand it to its next step (one transaction). The
-    rounds done and the cost are the run's own, kept by each round's record."""
+    """Record what the step did on the run, then end the run or hand it to its next step. The rounds done and the
+    cost are the run's own, kept by each round's record; a record also hands the run over (stores.RunRejectionStore:
+    the lease given up), so after one the step writes only what the record did not say (warnings) before it sends
+    the next step. The holder's name stays on a run given up, so the step still ends it under its lease; if another
+    worker took the run meanwhile (the reaper sent it again), that worker's step ends it from the record instead."""
     fields: dict[str, Any] = {
         "meter": meter.to_dict(),
         "stage": "",
@@ -665,10 +678,19 @@ def _settle(
     if ending is not None:
         _update_owned(run, worker, **fields)
         return StepResult(_end(run, worker, *ending), False)
-    # The hand-over commits by itself (one statement), then the next step is sent.
-    _update_owned(run, worker, alone=True, **RELEASED, **fields)
+    if handed_over:
+        if _counts(fields["meter"]) == _counts(run.meter):
+            del fields["meter"]  # the record's meter stands: only its clock moved since, on the step's bookkeeping
+        fields = {key: value for key, value in fields.items() if getattr(run, key) != value}
+    if fields or not handed_over:  # the hand-over commits by itself (one statement), then the next step is sent
+        _update_owned(run, worker, alone=True, **RELEASED, **fields)
     _enqueue_on_commit(run.pk)
     return StepResult(run, True)
+
+
+def _counts(meter: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A meter's document without its clock."""
+    return {key: value for key, value in (meter or {}).items() if key != "seconds"}
 
 
 def _ending(run: EvolutionRun, reason: str, rounds_done: int) -> tuple[str, str] | None:

@@ -13,8 +13,8 @@ write after something that must not be done twice, and holds everything written 
 2. after the evaluation: checkpoint #2 (the candidate's evaluation), with the meter that counts it, in one statement;
 3. the record: checkpoint #3 (the gate's decision), the accepted graph with its audit event, the rejection-memory
    revision, the round's `EvolutionRound` row, its decision on the validation split and its candidate's certification
-   (graphs.certification_services), and on the run the rounds done, the meter and, for an accepted round, the
-   retained best (the accepted candidate's evaluation).
+   (graphs.certification_services), and on the run the rounds done, the meter, for an accepted round the retained
+   best (the accepted candidate's evaluation), and the step's hand-over: the lease given up.
 
 What lies between two of them is recomputed the same way by a step that resumes the round: the traces are rolled out
 again before the refiner is asked, the gate decides again on the checkpointed evaluation against the unchanged
@@ -40,6 +40,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, JSONField, QuerySet, Subquery, Value
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
 from accounts.services import Actor, audit_batch, audit_record
 from common.fixed_queries import FixedQuery
@@ -682,6 +683,7 @@ class RunRejectionStore(RevisionRejectionStore):
         self.run = run
         self.meter = meter
         self.graphs = graphs
+        self.handed_over = False  # a round was recorded: the run's lease is given up
 
     def load(self) -> tuple[str | None, RejectionMemory]:
         head = self.store._head_row(self.workspace, REJECTIONS, document=False)
@@ -727,11 +729,18 @@ class RunRejectionStore(RevisionRejectionStore):
         entry = memory.entries[-1]
         # The run's progress goes in the statement of the record's revisions; the round's cost, which the round row
         # records too, is summed from the ledger there. Progress: the count of steps that died in a row starts again.
+        # The record is also the step's hand-over: it gives the lease up (the holder's name stays, so the step can
+        # still end the run under it; services._settle) and clears the stage and a transient error's message.
+        now = timezone.now()
         progress: dict[str, Any] = {
             "rounds_done": F("rounds_done") + 1,
             "cost": F("cost") + _round_cost(self.run.pk, entry.iteration),
             "meter": self.meter.to_dict(),
             "attempts": 0,
+            "stage": "",
+            "error": "",
+            "lease_expires_at": now,
+            "updated_at": now,
         }
         if entry.kind == ACCEPTED and entry.validation is not None:
             progress["best"] = entry.validation.to_document()
@@ -762,8 +771,9 @@ class RunRejectionStore(RevisionRejectionStore):
             )
         self.run.rounds_done += 1
         self.run.cost += round_row.cost
-        self.run.meter = progress["meter"]
-        self.run.attempts = 0
+        for key in ("meter", "attempts", "stage", "error", "lease_expires_at", "updated_at"):
+            setattr(self.run, key, progress[key])
+        self.handed_over = True
         if "best" in progress:
             self.run.best = progress["best"]
         _remember(workspace.pk, ref, known)

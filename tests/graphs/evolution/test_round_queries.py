@@ -26,13 +26,13 @@ ROUNDS = 4
 # each one statement with the meter that commits by itself; the record (decision checkpoint, graph and the rejection
 # memory's new entry with the run's progress in one statement, round row with its ledger totals, the split decision
 # (the split's upsert and the decision's row in one statement), the certification graphs.certification_services writes
-# (the active revision and the row), and the three audit events in one INSERT); the hand-over to the next step (one
-# statement).
-MAX_QUERIES_PER_ROUND = 11
+# (the active revision and the row), and the three audit events in one INSERT), which also hands the run over to its
+# next step (the lease given up).
+MAX_QUERIES_PER_ROUND = 10
 # The first round's certificate is issued in its record from the round's own evaluations (the retained graph is the
 # active one): uplift's statements for it come on top.
 MAX_QUERIES_FIRST_ROUND = 19
-COMMITS_PER_ROUND = 6  # claim, the model call's row, checkpoint #1 (with its reply), checkpoint #2, record, hand-over
+COMMITS_PER_ROUND = 5  # claim, the model call's row, checkpoint #1 (with its reply), checkpoint #2, record
 NOT_COUNTED = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "SET LOCAL")
 
 
