@@ -48,6 +48,7 @@ class Stat:
     label: str
     value: int
     url: str = ""
+    qualifier: str = ""  # "about", "more than": a value that is not an exact count
 
 
 def _url(name: str, *args, query: str = "") -> str:
@@ -63,9 +64,14 @@ def _counts(counts: RunCounts) -> list[Stat]:
         Stat("Successful runs", counts.successes, _url("trajectories:list", query="outcome=success")),
         Stat("Failed runs", counts.failures, _url("trajectories:list", query="outcome=failure")),
         Stat("Steps", counts.steps),
-        Stat("Model calls", model_call_count(), _url("llm:calls")),
+        _ledger_stat(),
         Stat("Open reviews", pending_count(), _url("reviews:queue")),
     ]
+
+
+def _ledger_stat() -> Stat:
+    size = model_call_count()
+    return Stat("Model calls", size.calls, _url("llm:calls"), size.qualifier)
 
 
 def _recent_events(viewer) -> list:

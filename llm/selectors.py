@@ -148,9 +148,36 @@ def calls_for_subject_prefix(subject_type: str, prefix: str) -> QuerySet[ModelCa
     return ModelCall.objects.filter(subject_type=subject_type, subject_id__startswith=prefix)
 
 
-def model_call_count() -> int:
-    """How many model calls the ledger holds (the dashboard's count; a plain statement: the ORM's compiling cost
-    as much as the count)."""
-    with connections[ModelCall.objects.db].cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM {ModelCall._meta.db_table}")
-        return cursor.fetchone()[0]
+COUNTED_UP_TO = 10_000  # the dashboard counts this many calls exactly; beyond, the database's estimate
+
+
+@dataclass(frozen=True)
+class LedgerSize:
+    """How many calls the ledger holds: `calls`, exactly when `qualifier` is "", else "about" that many (the
+    database's estimate) or "more than" COUNTED_UP_TO."""
+
+    calls: int
+    qualifier: str = ""
+
+
+def model_call_count() -> LedgerSize:
+    """How many model calls the ledger holds (the dashboard's count), in one statement whatever the ledger's size. A
+    full COUNT(*) grows with the ledger (15 ms at 300,000 calls here, most of the dashboard's time): the calls are
+    counted up to COUNTED_UP_TO + 1, and beyond that PostgreSQL's own estimate of the table's rows is given
+    (pg_class.reltuples, kept by autovacuum's ANALYZE); SQLite has none, nor a table never analysed."""
+    connection = connections[ModelCall.objects.db]
+    table = ModelCall._meta.db_table
+    counted = f"SELECT COUNT(*) FROM (SELECT 1 FROM {connection.ops.quote_name(table)} LIMIT %s) AS counted"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            estimate = "SELECT reltuples FROM pg_class WHERE oid = %s::regclass"
+            cursor.execute(f"SELECT ({counted}), ({estimate})", [COUNTED_UP_TO + 1, table])
+            calls, estimated = cursor.fetchone()
+        else:
+            cursor.execute(counted, [COUNTED_UP_TO + 1])
+            calls, estimated = cursor.fetchone()[0], None
+    if calls <= COUNTED_UP_TO:
+        return LedgerSize(calls)
+    if estimated is not None and estimated > COUNTED_UP_TO:
+        return LedgerSize(int(estimated), "about")
+    return LedgerSize(COUNTED_UP_TO, "more than")

@@ -1,10 +1,13 @@
 """The dashboard: counts, the latest runs and the latest activity, in a fixed number of queries."""
 
+from unittest import mock
+
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.urls import reverse
 
 from accounts.services import Actor, audit_record
+from llm import selectors as llm_selectors
 from llm.core import ModelRequest, ModelResponse
 from llm.services import model_call_start, model_call_succeed
 from reviews.models import PromotionRequest, PromotionStatus
@@ -65,6 +68,60 @@ def test_it_counts_runs_by_outcome_steps_and_model_calls(operator):
     assert counts["Failed runs"] == 1
     assert counts["Steps"] == 2 * 2 + 1
     assert counts["Model calls"] == 2
+
+
+def model_calls_stat(response):
+    return next(stat for stat in response.context["counts"] if stat.label == "Model calls")
+
+
+def analyse_the_ledger() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE llm_modelcall")
+
+
+def test_it_counts_the_model_calls_exactly_up_to_its_bound(operator, monkeypatch):
+    monkeypatch.setattr(llm_selectors, "COUNTED_UP_TO", 3)
+    make_model_calls(3)
+
+    stat = model_calls_stat(logged_in(operator).get(DASHBOARD))
+
+    assert (stat.value, stat.qualifier) == (3, "")
+
+
+@pytest.mark.postgres
+def test_beyond_its_bound_it_shows_postgresqls_estimate_of_the_ledger(operator, monkeypatch):
+    monkeypatch.setattr(llm_selectors, "COUNTED_UP_TO", 3)
+    make_model_calls(5)
+    analyse_the_ledger()  # what autovacuum does as a table grows
+
+    response = logged_in(operator).get(DASHBOARD)
+
+    stat = model_calls_stat(response)
+    assert (stat.value, stat.qualifier) == (5, "about")
+    assert '<span class="card-qualifier">about</span> 5</div>' in response.content.decode()
+
+
+@pytest.mark.postgres
+def test_beyond_its_bound_with_a_stale_estimate_it_says_more_than_the_bound(operator, monkeypatch):
+    monkeypatch.setattr(llm_selectors, "COUNTED_UP_TO", 3)
+    make_model_calls(2)
+    analyse_the_ledger()  # the estimate says 2
+    make_model_calls(3)
+
+    stat = model_calls_stat(logged_in(operator).get(DASHBOARD))
+
+    assert (stat.value, stat.qualifier) == (3, "more than")
+
+
+def test_beyond_its_bound_without_an_estimate_it_says_more_than_the_bound(db, monkeypatch):
+    """SQLite keeps no estimate of a table's rows."""
+    monkeypatch.setattr(llm_selectors, "COUNTED_UP_TO", 3)
+    make_model_calls(5)
+
+    with mock.patch.object(connection, "vendor", "sqlite"):
+        size = llm_selectors.model_call_count()
+
+    assert size == llm_selectors.LedgerSize(3, "more than")
 
 
 def test_it_shows_an_empty_state_before_any_run(operator):
