@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Pages at scale: with 1,000,000 runs and 10,000,000 steps stored on PostgreSQL, the trajectories list with each
-filter, a text search, a run's page and the dashboard answer with a fixed number of queries, in a time close to the
-login page's on the same server.
+"""Pages at scale: with 1,000,000 runs, 10,000,000 steps and 300,000 model calls stored on PostgreSQL, the
+trajectories list with each filter, a text search, a run's page and the dashboard answer with a fixed number of
+queries, in a time close to the login page's on the same server.
 
 The database `waymark_pages` on the PostgreSQL server is migrated and filled with PostgreSQL `COPY` (several minutes
 at full scale), then kept: a later run at the same scale reuses it (`--fresh` rebuilds it). Each page is fetched once
@@ -108,7 +108,7 @@ def _scale_of(url: str) -> tuple[int, int] | None:
 
     try:
         with psycopg.connect(url) as conn:
-            row = conn.execute("SELECT runs, steps FROM bench_scale").fetchone()
+            row = conn.execute("SELECT runs, steps FROM bench_scale WHERE calls IS NOT NULL").fetchone()
     except psycopg.Error:
         return None
     return tuple(row) if row else None
@@ -213,17 +213,34 @@ def _fill(url: str, runs: int, steps: int) -> None:
                 for row in _step_rows(runs, steps):
                     copy.write_row(row)
             print(f"  {runs * steps:,} steps copied in {time.perf_counter() - began:.0f} s", flush=True)
-            for table in ("trajectories_run", "trajectories_step"):
+            # The model-call ledger: 3 calls for every 10 runs (a refiner's, a proposer's, a rubric judge's), every
+            # page's count of it read from this table.
+            cur.execute(LEDGER, (START, RUNS_FOR_TIME, START, RUNS_FOR_TIME, runs * 3 // 10))
+            print(f"  {runs * 3 // 10:,} model calls written in {time.perf_counter() - began:.0f} s", flush=True)
+            for table in ("trajectories_run", "trajectories_step", "llm_modelcall"):
                 cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
         conn.commit()
     # Runs written behind ingest's back: the daily totals are recounted as after any such write (trajectories.rollup).
     _manage(_env(url), "shell", "-c", "from trajectories import rollup; rollup.rebuild()")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
-        conn.execute("CREATE TABLE bench_scale (runs int, steps int)")
-        conn.execute("INSERT INTO bench_scale VALUES (%s, %s)", (runs, steps))
+        conn.execute("CREATE TABLE bench_scale (runs int, steps int, calls int)")
+        conn.execute("INSERT INTO bench_scale VALUES (%s, %s, %s)", (runs, steps, runs * 3 // 10))
     print(f"  filled and analysed in {time.perf_counter() - began:.0f} s", flush=True)
 
+
+# The calls, spread over the runs' days like the runs (a minute apart at full scale), succeeded with a short reply.
+LEDGER = """
+INSERT INTO llm_modelcall (role, model_id, provider, status, max_tokens, input_tokens, output_tokens,
+    cached_input_tokens, latency_ms, cost, request_digest, request_preview, response_text, response_id, stop_reason,
+    error, subject_type, subject_id, started_at, finished_at, diagnostics)
+SELECT (ARRAY['refiner', 'intent_proposer', 'rubric_judge'])[1 + mod(n, 3)], 'claude-sonnet-4-5', 'anthropic',
+    'succeeded', 1024, 3000 + mod(n, 500), 200 + mod(n, 50), 0, 2000 + mod(n, 900), 0.012, md5(n::text), 'a prompt',
+    'a reply of a few words', 'msg_' || n, 'end_turn', '', 'bench', n::text,
+    %s::timestamptz + make_interval(secs => (n::float8 * 90 * 86400 * 10 / 3 / %s)),
+    %s::timestamptz + make_interval(secs => (n::float8 * 90 * 86400 * 10 / 3 / %s) + 2), '[]'::jsonb
+FROM generate_series(1, %s) AS n
+"""
 
 SETUP = f"""
 from accounts.models import Role, User
