@@ -98,7 +98,8 @@ def test_beyond_its_bound_it_shows_postgresqls_estimate_of_the_ledger(operator, 
 
     stat = model_calls_stat(response)
     assert (stat.value, stat.qualifier) == (5, "about")
-    assert '<span class="card-qualifier">about</span> 5</div>' in response.content.decode()
+    html = response.content.decode()
+    assert 'aria-label="about 5" title="about 5"><span class="card-qualifier">≈</span>5</div>' in html
 
 
 @pytest.mark.postgres
@@ -108,9 +109,12 @@ def test_beyond_its_bound_with_a_stale_estimate_it_says_more_than_the_bound(oper
     analyse_the_ledger()  # the estimate says 2
     make_model_calls(3)
 
-    stat = model_calls_stat(logged_in(operator).get(DASHBOARD))
+    response = logged_in(operator).get(DASHBOARD)
 
+    stat = model_calls_stat(response)
     assert (stat.value, stat.qualifier) == (3, "more than")
+    html = response.content.decode()
+    assert 'aria-label="more than 3" title="more than 3">3<span class="card-qualifier">+</span></div>' in html
 
 
 def test_beyond_its_bound_without_an_estimate_it_says_more_than_the_bound(db, monkeypatch):
