@@ -13,13 +13,21 @@ from .evolution import services
 
 @shared_task(name="graphs.evolution_step", bind=True, ignore_result=True, **RETRY)
 def evolution_step(self, run_id: int) -> None:
-    """One step of an evolution run (the baseline, or one round). A run held by a live worker is tried again when
-    its lease runs out; a finished run is left alone."""
-    result = services.evolution_step(run_id=run_id, worker=lease_owner(self.request.id))
-    if result is None:
-        wait = services.lease_wait(run_id)
-        if wait is not None:  # 0: the lease ran out since the claim, so the next try takes it
-            self.apply_async((run_id,), countdown=wait + 1)
+    """The steps of an evolution run (the baseline, then one round each) for a time slice: each step hands the run
+    on as it ends, and this task takes the next one itself until the slice is over (then it goes out as a message,
+    so a long run shares the workers). A run held by a live worker is tried again when its lease runs out; a
+    finished run is left alone."""
+    worker = lease_owner(self.request.id)
+    with services.StepsHere(run_id, services.slice_seconds()) as here:
+        while True:
+            result = services.evolution_step(run_id=run_id, worker=worker)
+            if result is None:
+                wait = services.lease_wait(run_id)
+                if wait is not None:  # 0: the lease ran out since the claim, so the next try takes it
+                    self.apply_async((run_id,), countdown=wait + 1)
+                return
+            if not here.take():
+                return
 
 
 @shared_task(name="graphs.certification_step", bind=True, ignore_result=True, **RETRY)

@@ -307,6 +307,8 @@ WAYMARK_WEBHOOKS_ALLOW_PRIVATE = env_bool("WAYMARK_WEBHOOKS_ALLOW_PRIVATE", Fals
 # Graph evolution: a step's lease (renewed at every stage and model call), how long agents have to answer the
 # evaluation jobs of one evaluation, and Python evaluators an operator may pick ({"name": "dotted.path"}).
 WAYMARK_EVOLUTION_LEASE_SECONDS = env_int("WAYMARK_EVOLUTION_LEASE_SECONDS", 300)
+# How long one task goes on with a run's next rounds before it sends the next one as a message (graphs/tasks.py).
+WAYMARK_EVOLUTION_SLICE_SECONDS = env_int("WAYMARK_EVOLUTION_SLICE_SECONDS", 60)
 WAYMARK_EVALUATION_JOB_SECONDS = env_int("WAYMARK_EVALUATION_JOB_SECONDS", 15 * 60)
 WAYMARK_GRAPH_EVALUATORS: dict[str, str] = {}
 # Intent proposals: a batch's lease; the schedule that proposes for runs no proposal covered yet (0: off); the

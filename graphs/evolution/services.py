@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -234,10 +235,53 @@ def evolution_start(
     return run
 
 
+def slice_seconds() -> float:
+    return float(getattr(settings, "WAYMARK_EVOLUTION_SLICE_SECONDS", 60))
+
+
+class StepsHere:
+    """A task's offer to take the next steps of the run it is stepping itself (graphs.tasks.evolution_step): while
+    it is open and its time slice lasts, a step that hands the run on leaves the next step to the task instead of
+    sending a message; the task takes it after the step returns, and sends it like any step once the slice is over."""
+
+    _open = threading.local()
+
+    def __init__(self, run_id: int, seconds: float) -> None:
+        self.run_id = run_id
+        self.until = time.monotonic() + seconds
+        self.left = False
+
+    def __enter__(self) -> StepsHere:
+        self.outer, StepsHere._open.offer = getattr(StepsHere._open, "offer", None), self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        StepsHere._open.offer = self.outer
+
+    def take(self) -> bool:
+        """Whether the step that just returned left its run's next step here (said once)."""
+        left, self.left = self.left, False
+        return left
+
+    @classmethod
+    def keep(cls, run_id: int) -> bool:
+        """Called as a step hands `run_id` on (after its commit): True when the open offer keeps the next step."""
+        offer = getattr(cls._open, "offer", None)
+        if offer is None or offer.run_id != run_id or offer.left or time.monotonic() >= offer.until:
+            return False
+        offer.left = True
+        return True
+
+
 def _enqueue_on_commit(run_id: int, countdown: float | None = None) -> None:
+    """Hand the run to its next step once the transaction commits: a message, or the task that is stepping it
+    (StepsHere)."""
+
     def send() -> None:
         from graphs.tasks import evolution_step
 
+        if not countdown and StepsHere.keep(run_id):
+            return
         if countdown:
             evolution_step.apply_async((run_id,), countdown=countdown)
         else:
