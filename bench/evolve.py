@@ -183,7 +183,7 @@ def _one_run(rounds: int):
         actor=Actor.system(), workspace=workspace, rounds=rounds, evaluator="fifty", config={"cycle_policy": "allow"}
     )
     while not EvolutionRun.objects.get(pk=run.pk).is_finished:
-        time.sleep(0.1)  # poll gently: this thread shares the process (and the GIL) with the worker
+        time.sleep(0.5)  # poll rarely: this thread shares the process (and the GIL) with the worker
     run.refresh_from_db()
     # The run's own clock: from the start request's commit to the last step's end (the polling adds nothing).
     wall = (run.finished_at - run.created_at).total_seconds()

@@ -1,6 +1,6 @@
 """Every write of an evolution run: start, one step, cancel, reap.
 
-A run advances one Celery step at a time. The first step takes the baseline (the reference loop with max_rounds=0);
+A run advances one step at a time. The first step takes the baseline (the reference loop with max_rounds=0);
 each later step runs exactly one round (max_rounds=1, the retained evaluation passed as the baseline). Everything a
 round writes goes to the workspace's revision chains through the reference stores, checkpoints included, in three
 transactions a round (graphs/evolution/stores.py: after the refiner, after the evaluation, and the record), so a step
@@ -10,7 +10,8 @@ baseline and retained best, the meter, the rounds done) is written in the transa
 true, and a step first ends a run whose last recorded round called for it, so a resumed run decides exactly as it
 would have without the crash. A step holds the run's lease (heartbeat at every stage and model call, at most once a
 second) until its round's record, which gives it up; a redelivered message or the reaper re-enqueues a run whose
-lease ran out.
+lease ran out. The task that ran a step takes the next one itself while its time slice lasts (StepsHere), else sends it
+as a message.
 """
 
 from __future__ import annotations
