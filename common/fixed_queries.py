@@ -10,7 +10,7 @@ round trip.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -37,17 +37,14 @@ class FixedQuery:
         return rows_together(self)[0]
 
 
-def rows_together(*queries: FixedQuery, first: tuple[str, list[Any]] | None = None) -> list[list[tuple[Any, ...]]]:
+def rows_together(*queries: FixedQuery, first: Sequence[tuple[str, list[Any]]] = ()) -> list[list[tuple[Any, ...]]]:
     """The rows of each query (on the default database), sent in one round trip on PostgreSQL: one query string of
-    their statements, whose results are read one after the other. `first`, a statement (sql, params) sent before
-    them, whose rows come first, as the cursor gives them."""
+    their statements, whose results are read one after the other. `first`: statements (sql, params) sent before
+    them, in order (writes too, in the caller's transaction), whose rows come first, as the cursor gives them."""
     compiled = [query._compiled() for query in queries]
     connection = connections[compiled[0][0] if compiled else DEFAULT_DB_ALIAS]
-    statements = [(sql, list(params)) for _, sql, params, _ in compiled]
-    converters: list[list[Any] | None] = [convert for _, _, _, convert in compiled]
-    if first is not None:
-        statements.insert(0, first)
-        converters.insert(0, None)
+    statements = [*first, *((sql, list(params)) for _, sql, params, _ in compiled)]
+    converters: list[list[Any] | None] = [*(None for _ in first), *(convert for _, _, _, convert in compiled)]
     results = []
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql" and len(statements) > 1:

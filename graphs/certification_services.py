@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,11 +42,12 @@ from accounts.services import Actor, audit_record
 from common import leases
 from common.fixed_queries import FixedQuery
 from common.leases import RELEASED, LeaseLost, lease_claim, lease_clear, lease_free, lease_release, lease_write
+from common.statements import Statement
 from graphs.core.certify import pair_evaluations, run_ids
 from graphs.core.evaluation import Evaluation, EvaluationPending
 from graphs.core.rejections import ACCEPTED, RejectionEntry
 from uplift.selectors import latest_certificate
-from uplift.services import SplitExhausted, certificate_issue, split_decision_record
+from uplift.services import DecisionToRecord, SplitExhausted, certificate_issue, split_decision_to_record
 
 from .models import EvolutionRound, EvolutionRun, GraphCertification, Revision, Workspace
 
@@ -76,23 +78,31 @@ def actor_of(certification: GraphCertification) -> Actor:
 # -- the round --------------------------------------------------------------------------------------------------------
 
 
-def round_recorded_in_transaction(
-    *,
-    run: EvolutionRun,
-    workspace: Workspace,
-    entry: RejectionEntry,
-    round_row: EvolutionRound,
-    retained: dict[str, Any] | None,
-) -> GraphCertification | None:
-    """Inside the transaction that records an evolution round: its decision on the validation split (when it scored
-    a candidate there) and, for an accepted round, its candidate's certification — issued from the round's two
-    evaluations when the retained graph (`retained`: its evaluation document) is the active revision, else queued."""
+@dataclass(frozen=True)
+class RoundParts:
+    """What an evolution round's record sends about its candidate with its own writes, in their round trip: the
+    round's decision on the validation split (when it scored a candidate there: a statement, on PostgreSQL) and, for
+    an accepted round, the read of the active revision its candidate's certification compares with."""
+
+    decision: DecisionToRecord | None
+    active: FixedQuery | None
+
+    @property
+    def statements(self) -> list[Statement]:
+        return [self.decision.statement] if self.decision is not None and self.decision.statement else []
+
+    @property
+    def reads(self) -> list[FixedQuery]:
+        return [self.active] if self.active is not None else []
+
+
+def round_parts(*, run: EvolutionRun, workspace: Workspace, entry: RejectionEntry) -> RoundParts:
+    """The parts of the round whose rejection-memory entry is `entry` (round_recorded_in_transaction writes it)."""
     validation = entry.validation
     if validation is None or not validation.per_task:
-        return None
-    actor = Actor(user=run.started_by) if run.started_by_id else Actor.system()
-    split_decision_record(
-        actor=actor,
+        return RoundParts(None, None)
+    decision = split_decision_to_record(
+        actor=Actor(user=run.started_by) if run.started_by_id else Actor.system(),
         kind=KIND,
         parent_key=workspace.slug,
         task_ids=[outcome.task_id for outcome in validation.per_task],
@@ -102,10 +112,34 @@ def round_recorded_in_transaction(
         alpha=ROUND_ALPHA,
         passed=entry.kind == ACCEPTED,
     )
+    return RoundParts(decision, _active_query(workspace.pk) if entry.kind == ACCEPTED else None)
+
+
+def round_recorded_in_transaction(
+    *,
+    run: EvolutionRun,
+    workspace: Workspace,
+    entry: RejectionEntry,
+    round_row: EvolutionRound,
+    retained: dict[str, Any] | None,
+    parts: RoundParts,
+    results: list[list[tuple[Any, ...]]],
+) -> GraphCertification | None:
+    """Inside the transaction that records an evolution round, after its `parts` were sent (`results`: the rows of
+    their statements, then of their reads): its decision on the validation split and, for an accepted round, its
+    candidate's certification — issued from the round's two evaluations when the retained graph (`retained`: its
+    evaluation document) is the active revision, else queued."""
+    if parts.decision is None:
+        return None
+    rows = iter(results)
+    decided = next(rows) if parts.statements else None
+    parts.decision.recorded(decided[0] if decided else None)
     if entry.kind != ACCEPTED or round_row.graph_revision_id is None:
         return None
+    actor = parts.decision.actor
     candidate = round_row.graph_revision
-    control = _active_of(workspace.pk)
+    active = next(rows)
+    control = Revision.from_db(Revision.objects.db, ACTIVE_COLUMNS, active[0]) if active else None
     fields = {
         "workspace": workspace,
         "candidate": candidate,
@@ -127,7 +161,7 @@ def round_recorded_in_transaction(
             **fields,
             source=Source.ROUND,
             status=Status.RUNNING,
-            candidate_evaluation=validation.to_document(),
+            candidate_evaluation=entry.validation.to_document(),
             control_evaluation=retained,
         )
         issue_in_transaction(certification, actor=actor)
@@ -141,9 +175,9 @@ _ACTIVE: OrderedDict[int, FixedQuery] = OrderedDict()
 ACTIVE_COLUMNS = [field.attname for field in Revision._meta.concrete_fields if field.name != "document"]
 
 
-def _active_of(workspace_id: int) -> Revision | None:
-    """The workspace's active revision, its document deferred: one query, compiled by the ORM once per workspace and
-    thread (common/fixed_queries.py; every accepted round of a run reads it)."""
+def _active_query(workspace_id: int) -> FixedQuery:
+    """The read of the workspace's active revision, its document deferred, compiled by the ORM once per workspace
+    and thread (common/fixed_queries.py; every accepted round of a run reads it)."""
     query = _ACTIVE.get(workspace_id)
     if query is None:
         active_id = Workspace.objects.filter(pk=workspace_id).order_by().values("active_revision_id")[:1]
@@ -152,8 +186,7 @@ def _active_of(workspace_id: int) -> Revision | None:
         while len(_ACTIVE) > 16:
             _ACTIVE.popitem(last=False)
     _ACTIVE.move_to_end(workspace_id)
-    rows = query.rows()
-    return Revision.from_db(Revision.objects.db, ACTIVE_COLUMNS, rows[0]) if rows else None
+    return query
 
 
 def _run_config(run: EvolutionRun) -> dict[str, Any]:
@@ -608,5 +641,6 @@ __all__ = [
     "certifications_to_resume",
     "graph_certify",
     "issue_in_transaction",
+    "round_parts",
     "round_recorded_in_transaction",
 ]

@@ -54,7 +54,7 @@ WRITE_MODULES = {
 PASS_THROUGH = {
     ("reviews/registry.py", "move_active_version"): "the activation a promotable kind runs on its own parent model",
     ("common/statements.py", "send"): "sends the writes its caller built (update_statement, a service's statement)",
-    ("common/fixed_queries.py", "rows_together"): "sends first the write its caller built (a lease claim), then reads",
+    ("common/fixed_queries.py", "rows_together"): "sends first the writes its caller built (a claim), then reads",
 }
 # Tables Django's own machinery writes for a request (the session store): the framework's state, not an app's rows.
 FRAMEWORK_TABLES = ("django_session",)

@@ -239,21 +239,107 @@ def split_decision_record(
 ) -> SplitDecision:
     """Record a decision other than a certificate taken on a split (an evolution round scored on the validation
     tasks): it counts against the split's budget like a certificate does."""
-    if what not in SplitDecision.What.values:
-        raise UpliftInvalid(f"unknown decision kind {what!r}")
+    decision = split_decision_to_record(
+        actor=actor,
+        kind=kind,
+        parent_key=parent_key,
+        task_ids=task_ids,
+        drawn_at=drawn_at,
+        what=what,
+        subject=subject,
+        alpha=alpha,
+        passed=passed,
+    )
     # Inside a caller's transaction (an evolution round's record) no savepoint: an error rolls the caller's back.
     with transaction.atomic(savepoint=False):
-        decision = _decision_recorded(kind, parent_key, task_ids, drawn_at, what, subject[:200], alpha, passed)
+        row = None
+        if decision.statement is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(*decision.statement)
+                row = cursor.fetchone()
+        return decision.recorded(row)
+
+
+class DecisionToRecord:
+    """A decision on a split (split_decision_record's) not recorded yet. On PostgreSQL `statement` records it (the
+    split's count one up and the decision's ledger row: _DECISION_RECORDED), for a caller to send with its own
+    statements in its transaction; `recorded` takes the row that statement returned (None elsewhere: it records the
+    decision itself) and audits the decision."""
+
+    def __init__(
+        self,
+        *,
+        actor: Actor,
+        kind: str,
+        parent_key: str,
+        task_ids: Sequence[str],
+        drawn_at: datetime,
+        what: str,
+        subject: str,
+        alpha: float,
+        passed: bool | None,
+    ) -> None:
+        self.actor, self.kind, self.parent_key, self.drawn_at = actor, kind, parent_key, drawn_at
+        self.what, self.subject, self.alpha, self.passed = what, subject[:200], alpha, passed
+        self.task_ids = task_ids
+        self.key, self.count = _split_identity(task_ids)
+        self.now = timezone.now()
+        self.statement: tuple[str, list[Any]] | None = None
+        if connection.vendor == "postgresql":
+            sql = _DECISION_RECORDED.format(table=HeldOutSplit._meta.db_table, ledger=SplitDecision._meta.db_table)
+            values = [kind, parent_key, self.key, self.count, drawn_at, self.now]
+            self.statement = (sql, [*values, what, self.subject, alpha, passed, self.now])
+
+    def recorded(self, row: Sequence[Any] | None) -> SplitDecision:
+        """The decision, recorded (by `statement`, whose row is given, or here) and audited, in the caller's
+        transaction."""
+        if row is None:  # no INSERT in a WITH (SQLite): the upsert, then the row
+            split = _split_decided(
+                kind=self.kind, parent_key=self.parent_key, task_ids=self.task_ids, drawn_at=self.drawn_at
+            )
+            decision = SplitDecision.objects.create(
+                split=split,
+                number=split.decisions,
+                what=self.what,
+                subject=self.subject,
+                alpha=self.alpha,
+                passed=self.passed,
+            )
+        else:
+            pk, split_id, number = row
+            split = HeldOutSplit(
+                id=split_id,
+                kind=self.kind,
+                parent_key=self.parent_key,
+                key=self.key,
+                task_count=self.count,
+                drawn_at=self.drawn_at,
+            )
+            split.decisions = number
+            decision = SplitDecision(
+                id=pk,
+                split=split,
+                number=number,
+                what=self.what,
+                subject=self.subject,
+                alpha=self.alpha,
+                passed=self.passed,
+                created_at=self.now,
+            )
+            for stored in (split, decision):
+                stored._state.adding, stored._state.db = False, connection.alias  # stored rows, as if read
         audit_record(
-            actor=actor,
+            actor=self.actor,
             verb="split.decision",
             target=decision,
-            after={"split": decision.split.key[:12], "number": decision.number, "what": what, "subject": subject[:200]},
+            after={"split": split.key[:12], "number": decision.number, "what": self.what, "subject": self.subject},
         )
-    return decision
+        return decision
 
 
-def _decision_recorded(
+def split_decision_to_record(
+    *,
+    actor: Actor,
     kind: str,
     parent_key: str,
     task_ids: Sequence[str],
@@ -262,27 +348,21 @@ def _decision_recorded(
     subject: str,
     alpha: float,
     passed: bool | None,
-) -> SplitDecision:
-    """The split's count one up and the decision's ledger row: one statement on PostgreSQL (_DECISION_RECORDED)."""
-    if connection.vendor != "postgresql":  # no INSERT in a WITH (SQLite): the upsert, then the row
-        split = _split_decided(kind=kind, parent_key=parent_key, task_ids=task_ids, drawn_at=drawn_at)
-        return SplitDecision.objects.create(
-            split=split, number=split.decisions, what=what, subject=subject, alpha=alpha, passed=passed
-        )
-    key, count = _split_identity(task_ids)
-    now = timezone.now()
-    sql = _DECISION_RECORDED.format(table=HeldOutSplit._meta.db_table, ledger=SplitDecision._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [kind, parent_key, key, count, drawn_at, now, what, subject, alpha, passed, now])
-        pk, split_id, number = cursor.fetchone()
-    split = HeldOutSplit(id=split_id, kind=kind, parent_key=parent_key, key=key, task_count=count, drawn_at=drawn_at)
-    split.decisions = number
-    decision = SplitDecision(
-        id=pk, split=split, number=number, what=what, subject=subject, alpha=alpha, passed=passed, created_at=now
+) -> DecisionToRecord:
+    """split_decision_record's decision as a statement to send with the caller's (DecisionToRecord)."""
+    if what not in SplitDecision.What.values:
+        raise UpliftInvalid(f"unknown decision kind {what!r}")
+    return DecisionToRecord(
+        actor=actor,
+        kind=kind,
+        parent_key=parent_key,
+        task_ids=task_ids,
+        drawn_at=drawn_at,
+        what=what,
+        subject=subject,
+        alpha=alpha,
+        passed=passed,
     )
-    for row in (split, decision):
-        row._state.adding, row._state.db = False, connection.alias  # stored rows, as if read
-    return decision
 
 
 def coverage_check(*, actor: Actor | None = None, kind: str | None = None) -> dict[str, int]:

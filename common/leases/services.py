@@ -161,7 +161,7 @@ def lease_claim_row_reading(
         synchronous = f", {_NO_FLUSH}"
         joins.append('CROSS JOIN "off"')
     sql = f'WITH "claimed" AS ({update} RETURNING {returning}){synchronous} SELECT {", ".join(columns)} FROM "claimed" '
-    claimed, *read = rows_together(*reads, first=(sql + " ".join(joins), params))
+    claimed, *read = rows_together(*reads, first=[(sql + " ".join(joins), params)])
     if not claimed:
         return None, read
     values = list(claimed[0])

@@ -43,7 +43,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from accounts.services import Actor, audit_batch, audit_record
-from common.fixed_queries import FixedQuery
+from common.fixed_queries import FixedQuery, rows_together
 from common.statements import Statement, send, together, update_statement
 from graphs.core import canonical_json
 from graphs.core.budget import Meter
@@ -330,19 +330,32 @@ class DbRevisionStore:
         nothing: a collision with another writer's append writes nothing and raises HeadMoved. In the caller's
         transaction, which must end with it, a collision raises HeadMoved and what the statement did write is rolled
         back with the transaction."""
+        return self.write_pending_reading(also=also)[0]
+
+    def write_pending_reading(
+        self, *, also: Sequence[Statement] = (), then: Sequence[Statement] = (), reads: Sequence[FixedQuery] = ()
+    ) -> tuple[list[RevisionRow], list[list[tuple[Any, ...]]]]:
+        """write_pending, then in the same round trip the caller's statements `then` (writes whose rows it needs) and
+        its `reads`: the rows written, and the rows of each of `then` and `reads` (common.fixed_queries)."""
         writes = [*also]
         for more in self.writes_with:
             writes += more()
         pending, self.pending = self.pending, []
         if connection.vendor != "postgresql" and not connection.in_atomic_block:  # (SQLite) one write after another
             with transaction.atomic():
-                return self._write(pending, writes)
-        return self._write(pending, writes)
+                return self._write(pending, writes, [*then], [*reads])
+        return self._write(pending, writes, [*then], [*reads])
 
-    def _write(self, pending: list[tuple[RevisionRow, str | None, str | None, str]], writes: list[Statement]):
+    def _write(
+        self,
+        pending: list[tuple[RevisionRow, str | None, str | None, str]],
+        writes: list[Statement],
+        then: list[Statement],
+        reads: list[FixedQuery],
+    ) -> tuple[list[RevisionRow], list[list[tuple[Any, ...]]]]:
         if not pending:
             send(writes)
-            return []
+            return [], rows_together(*reads, first=then) if then or reads else []
         rows = [row for row, _, _, _ in pending]
         created_at = RevisionRow._meta.get_field("created_at")
         params: list[Any] = []
@@ -362,15 +375,16 @@ class DbRevisionStore:
         insert = (_insert_statement(len(rows), in_transaction=in_transaction), params)
         ids: dict[tuple[str, int], int] = {}
         refused: IntegrityError | None = None
+        results: list[list[tuple[Any, ...]]] = []
         try:
-            with connection.cursor() as cursor:
-                if connection.vendor == "postgresql":
-                    cursor.execute(*together(writes, insert))
-                else:
+            if connection.vendor == "postgresql":
+                inserted, *results = rows_together(*reads, first=[together(writes, insert), *then])
+            else:
+                with connection.cursor() as cursor:
                     for write in writes:
                         cursor.execute(*write)
-                    cursor.execute(*insert)
-                ids = {(kind, seq): pk for pk, kind, seq in cursor.fetchall()}
+                inserted, *results = rows_together(*reads, first=[insert, *then])
+            ids = {(kind, seq): pk for pk, kind, seq in inserted}
         except IntegrityError as error:
             if in_transaction:
                 raise
@@ -380,7 +394,7 @@ class DbRevisionStore:
             row._state.adding, row._state.db = False, connection.alias
         lost = [row for row in rows if row.pk is None]
         if not lost:
-            return rows
+            return rows, results
         for row in rows:
             self.heads.pop((row.workspace.slug, row.kind), None)
         for row in lost:
@@ -721,7 +735,7 @@ class RunRejectionStore(RevisionRejectionStore):
         return revision.digest, known
 
     def save(self, memory: RejectionMemory, *, expected_ref: str | None, iteration: int) -> str:
-        from graphs.certification_services import round_recorded_in_transaction
+        from graphs.certification_services import round_parts, round_recorded_in_transaction
 
         workspace = self.store.workspace(self.workspace)
         # The record's audit events (the accepted revision's, its split decision's and its certification's) in one
@@ -744,10 +758,15 @@ class RunRejectionStore(RevisionRejectionStore):
         }
         if entry.kind == ACCEPTED and entry.validation is not None:
             progress["best"] = entry.validation.to_document()
+        # The round's decision on the validation split and the active revision's read (its candidate's certification
+        # compares with it) go in the round trip of the record's revisions.
+        parts = round_parts(run=self.run, workspace=workspace, entry=entry)
         with transaction.atomic(), audit_batch():
             ref, known = self._append(memory, expected_ref=expected_ref, iteration=iteration)
             run_progress = update_statement(EvolutionRun.objects.filter(pk=self.run.pk), **progress)
-            written = self.store.write_pending(also=[run_progress])
+            written, results = self.store.write_pending_reading(
+                also=[run_progress], then=parts.statements, reads=parts.reads
+            )
             accepted = None
             if entry.kind == ACCEPTED and entry.candidate_digest:
                 accepted = next(
@@ -767,7 +786,13 @@ class RunRejectionStore(RevisionRejectionStore):
             # The round's decision on the validation split and its candidate's certification, once with the round.
             # The instance's best is still the retained graph's evaluation here: the accepted one replaces it below.
             round_recorded_in_transaction(
-                run=self.run, workspace=workspace, entry=entry, round_row=round_row, retained=self.run.best
+                run=self.run,
+                workspace=workspace,
+                entry=entry,
+                round_row=round_row,
+                retained=self.run.best,
+                parts=parts,
+                results=results,
             )
         self.run.rounds_done += 1
         self.run.cost += round_row.cost
