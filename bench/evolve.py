@@ -18,9 +18,10 @@ row. In the same process:
 
 Prints, for each of `--repeat` pairs (the baseline's rounds, then Waymark's), the wall time per round, the own time
 per round (wall − model − evaluator) and its share of the wall time for both; the figure is the median over the pairs
-of Waymark's own time over the baseline's. Each accepted round also queues its candidate's
-certification (graphs.certification_services): a separate Celery task that any worker runs beside the run, not a
-step of the run; here it goes to its own queue, is run after the runs by a worker of its own and is timed apart.
+of Waymark's own time over the baseline's. The run's end queues its last accepted candidate's certification
+(graphs.certification_services; the first round certifies its own, its retained graph being the active one): a
+separate Celery task that any worker runs, not a step of the run; here it goes to its own queue, is run after the
+runs by a worker of its own and is timed apart.
 Creates (once) and migrates a throwaway database `waymark_bench_evolve`.
 
     .venv/bin/python bench/evolve.py [--rounds 10] [--model-ms 200] [--repeat 3]
@@ -257,7 +258,7 @@ def _pair(base: tuple[float, dict], run: tuple[float, dict, str, tuple[int, floa
     print(f"Waymark run: {status}")
     if certified:
         print(
-            f"          the {certified} certifications its rounds queued, run after it by a worker of their own: "
+            f"          the {certified} certification(s) it queued, run after it by a worker of their own: "
             f"{certifying / certified * 1000:.1f} ms each"
         )
     print(

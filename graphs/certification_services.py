@@ -7,8 +7,9 @@ is taken at one of two moments:
 * **When an evolution round accepts the candidate**, inside the transaction that records the round
   (graphs.evolution.stores.RunRejectionStore): when the graph the round retained is the active revision (same
   digest), the round's two evaluations — the retained graph's and the candidate's, on the run's validation tasks —
-  are the pair and the certificate is issued there, measuring nothing again; otherwise a certification evaluation
-  is queued in that transaction (once per round: a crashed and resumed step records the round once).
+  are the pair and the certificate is issued there, measuring nothing again. Otherwise the run's last accepted
+  candidate gets a certification evaluation, queued in the transaction that ends the run (run_ended_in_transaction):
+  a candidate a later round superseded spends no evaluation and no decision on the split.
 * **On demand** (`graph_certify`: the `certify` command, the API, a re-certification): a certification
   evaluation of the candidate against the workspace's active revision (the active revision itself against what its
   last certificate measured it against, or no graph).
@@ -126,9 +127,10 @@ def round_recorded_in_transaction(
     results: list[list[tuple[Any, ...]]],
 ) -> GraphCertification | None:
     """Inside the transaction that records an evolution round, after its `parts` were sent (`results`: the rows of
-    their statements, then of their reads): its decision on the validation split and, for an accepted round, its
-    candidate's certification — issued from the round's two evaluations when the retained graph (`retained`: its
-    evaluation document) is the active revision, else queued."""
+    their statements, then of their reads): its decision on the validation split and, for an accepted round whose
+    retained graph (`retained`: its evaluation document) is the active revision, its candidate's certificate, issued
+    from the round's two evaluations. Another accepted round's candidate is certified when the run ends, if no later
+    round superseded it (run_ended_in_transaction)."""
     if parts.decision is None:
         return None
     rows = iter(results)
@@ -136,43 +138,68 @@ def round_recorded_in_transaction(
     parts.decision.recorded(decided[0] if decided else None)
     if entry.kind != ACCEPTED or round_row.graph_revision_id is None:
         return None
-    actor = parts.decision.actor
-    candidate = round_row.graph_revision
     active = next(rows)
     control = Revision.from_db(Revision.objects.db, ACTIVE_COLUMNS, active[0]) if active else None
-    fields = {
-        "workspace": workspace,
-        "candidate": candidate,
+    retained_ref = (retained or {}).get("ref")
+    if control is None or retained is None or retained_ref != control.digest:
+        return None
+    if entry.baseline_ref not in (None, retained_ref):
+        return None
+    certification = GraphCertification.objects.create(
+        **_round_fields(run, round_row, control),
+        source=Source.ROUND,
+        status=Status.RUNNING,
+        candidate_evaluation=entry.validation.to_document(),
+        control_evaluation=retained,
+    )
+    issue_in_transaction(certification, actor=parts.decision.actor)
+    return certification
+
+
+def run_ended_in_transaction(*, run: EvolutionRun) -> GraphCertification | None:
+    """Inside the transaction that ends an evolution run (any way it ends): the certification of its last accepted
+    candidate, queued when its round did not certify it (its retained graph was not the active one). A candidate a
+    later round of the run superseded is not certified: it would spend agents' evaluations and a decision on the
+    validation split on a revision nobody is asked to activate (an operator may still certify it on demand)."""
+    last = (
+        EvolutionRound.objects.filter(run=run, outcome=ACCEPTED, graph_revision__isnull=False)
+        .select_related("graph_revision")
+        .order_by("-iteration")
+        .first()
+    )
+    if last is None or GraphCertification.objects.filter(candidate_id=last.graph_revision_id).exists():
+        return None
+    control = _active_of(run.workspace_id)
+    certification = GraphCertification.objects.create(
+        **_round_fields(run, last, control), source=Source.EVALUATION, status=Status.QUEUED
+    )
+    actor = Actor(user=run.started_by) if run.started_by_id else Actor.system()
+    _queued(
+        certification, actor=actor, why="the run's last accepted candidate; its round's retained graph was not active"
+    )
+    return certification
+
+
+def _round_fields(run: EvolutionRun, round_row: EvolutionRound, control: Revision | None) -> dict[str, Any]:
+    return {
+        "workspace_id": run.workspace_id,
+        "candidate": round_row.graph_revision,
         "control": control,
         "evaluator": run.evaluator,
         "evolution_run": run,
-        "iteration": entry.iteration,
-        "requested_by": run.started_by,
+        "iteration": round_row.iteration,
+        "requested_by_id": run.started_by_id,
         "config": _run_config(run),
     }
-    retained_ref = (retained or {}).get("ref")
-    if (
-        control is not None
-        and retained is not None
-        and retained_ref == control.digest
-        and entry.baseline_ref in (None, retained_ref)
-    ):
-        certification = GraphCertification.objects.create(
-            **fields,
-            source=Source.ROUND,
-            status=Status.RUNNING,
-            candidate_evaluation=entry.validation.to_document(),
-            control_evaluation=retained,
-        )
-        issue_in_transaction(certification, actor=actor)
-        return certification
-    certification = GraphCertification.objects.create(**fields, source=Source.EVALUATION, status=Status.QUEUED)
-    _queued(certification, actor=actor, why="the graph the round retained is not the active one")
-    return certification
 
 
 _ACTIVE: OrderedDict[int, FixedQuery] = OrderedDict()
 ACTIVE_COLUMNS = [field.attname for field in Revision._meta.concrete_fields if field.name != "document"]
+
+
+def _active_of(workspace_id: int) -> Revision | None:
+    rows = _active_query(workspace_id).rows()
+    return Revision.from_db(Revision.objects.db, ACTIVE_COLUMNS, rows[0]) if rows else None
 
 
 def _active_query(workspace_id: int) -> FixedQuery:
@@ -643,4 +670,5 @@ __all__ = [
     "issue_in_transaction",
     "round_parts",
     "round_recorded_in_transaction",
+    "run_ended_in_transaction",
 ]

@@ -296,6 +296,7 @@ def _enqueue_on_commit(run_id: int, countdown: float | None = None) -> None:
 
 def evolution_cancel(*, actor: Actor, run: EvolutionRun) -> EvolutionRun:
     """Stop a run between stages: queued or waiting runs stop now, a running step stops at its next stage."""
+    from graphs.certification_services import run_ended_in_transaction
     from trajectories.job_services import jobs_expire
 
     require_role(actor, Role.OPERATOR, doing="cancelling an evolution run", system=True)
@@ -312,6 +313,7 @@ def evolution_cancel(*, actor: Actor, run: EvolutionRun) -> EvolutionRun:
             _finish_fields(locked, Status.CANCELLED, "cancelled")
             locked.save()
             _expire_jobs(locked.pk, jobs_expire)
+            run_ended_in_transaction(run=locked)
         audit_record(
             actor=actor, verb="evolution.cancel", target=locked, before=before, after={"status": locked.status}
         )
@@ -570,6 +572,7 @@ def _release(run: EvolutionRun, worker: str, error: str) -> None:
 
 
 def _end(run: EvolutionRun, worker: str, status: str, reason: str, error: str = "") -> EvolutionRun:
+    from graphs.certification_services import run_ended_in_transaction
     from trajectories.job_services import jobs_expire
 
     with transaction.atomic(durable=True):
@@ -581,6 +584,7 @@ def _end(run: EvolutionRun, worker: str, status: str, reason: str, error: str = 
         locked.cost = _ledger_usage(locked.pk)["cost"]
         locked.save()
         _expire_jobs(locked.pk, jobs_expire)
+        run_ended_in_transaction(run=locked)
         audit_record(
             actor=Actor.system(),
             verb="evolution.finish",

@@ -214,6 +214,51 @@ def test_a_round_whose_retained_graph_is_not_the_active_one_gets_a_certification
     assert certificate.replaces_id == str(workspace.active_revision_id)
 
 
+def test_a_run_that_accepts_several_candidates_certifies_its_last_one_when_it_ends(operator, evaluations):
+    workspace = two_hop_lab("lab")
+    evolve(workspace, operator, script=[ROUND_1_BUILD])  # #1 accepted and certified by its round; #0 stays active
+    evaluations.clear()
+    again = DEMO_REFINEMENT.replace("check the bridge was followed", "check that the bridge was followed")
+    ledger_before = SplitDecision.objects.count()
+
+    run = evolve(workspace, operator, script=[DEMO_REFINEMENT, again], rounds=2)
+
+    assert list(run.rounds.values_list("outcome", flat=True)) == ["accepted", "accepted"]
+    superseded, last = (row.graph_revision for row in run.rounds.order_by("iteration"))
+    assert not GraphCertification.objects.filter(candidate=superseded).exists()  # no evaluation, no decision spent
+    certification = GraphCertification.objects.get(evolution_run=run)
+    assert (certification.candidate, certification.iteration) == (last, 3)  # rounds count on across runs
+    assert (certification.source, certification.status) == ("evaluation", "queued")
+    assert certification.control_id == workspace.active_revision_id
+    assert SplitDecision.objects.count() == ledger_before + 2  # the two scored rounds only
+    assert evaluations == ["baseline:0:graph", "candidate:2:graph", "candidate:3:graph"]  # the run's own only
+    finish(certification)
+    assert latest_certificate("graph_revision", str(last.pk)) is not None
+
+
+def test_a_run_that_ends_early_still_certifies_its_last_accepted_candidate(operator):
+    workspace = two_hop_lab("lab")
+    evolve(workspace, operator, script=[ROUND_1_BUILD])
+    run = evolution_start(
+        actor=Actor(user=operator),
+        workspace=workspace,
+        rounds=3,
+        evaluator="two-hop",
+        script=[DEMO_REFINEMENT],
+        enqueue=False,
+    )
+    from graphs.evolution.services import evolution_cancel, evolution_step
+
+    evolution_step(run_id=run.pk, worker="w")  # the baseline
+    evolution_step(run_id=run.pk, worker="w")  # round 2, accepted
+    evolution_cancel(actor=Actor(user=operator), run=run)
+
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    certification = GraphCertification.objects.get(evolution_run=run)
+    assert certification.candidate == run.rounds.get().graph_revision and certification.status == "queued"
+
+
 def test_a_round_in_a_workspace_with_nothing_active_is_certified_against_no_graph(operator, evaluations):
     workspace = two_hop_lab("bare", activate=False)
     run = evolve(workspace, operator, script=[ROUND_1_BUILD])
