@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Pages at scale: with 1,000,000 runs, 10,000,000 steps and 300,000 model calls stored on PostgreSQL, the
-trajectories list with each filter, a text search, a run's page and the dashboard answer with a fixed number of
-queries, in a time close to the login page's on the same server.
+trajectories list with each filter, a text search, a run's page, the dashboard and the model calls page (its totals
+rolled up as beat rolls them) answer with a fixed number of queries, in a time close to the login page's on the same
+server.
 
 The database `waymark_pages` on the PostgreSQL server is migrated and filled with PostgreSQL `COPY` (several minutes
 at full scale), then kept: a later run at the same scale reuses it (`--fresh` rebuilds it). Each page is fetched once
@@ -276,6 +277,8 @@ def pages(runs: int, steps: int) -> dict[str, str]:
         # from a request before (a first search), where the two above reuse it after their first request
         "runs: text search (rare), new each time": f"/trajectories/?q={RARE_WORD}+-unseen{ROUND}",
         "run page": f"/trajectories/{runs // 2}/",
+        "model calls": "/models/",
+        "model calls: one role": "/models/?role=refiner",
     }
     # Totals the daily totals cannot answer (a walk of the newest matching runs) come in a request of their own, which
     # the list page makes once it is shown: timed as pages of their own.
@@ -371,6 +374,8 @@ def main() -> None:
         _manage(env, "migrate", "--no-input", "-v", "0")
         print(f"reusing {DATABASE}: {options.runs:,} runs x {options.steps} steps", flush=True)
     _manage(env, "shell", "-c", SETUP)
+    # The ledger's totals, rolled up as beat does every ten minutes (llm.services.model_call_totals_roll).
+    _manage(env, "shell", "-c", "from llm.services import model_call_totals_roll; model_call_totals_roll()")
     urls = pages(options.runs, options.steps)
     counts = _query_counts(env, urls)
 

@@ -61,3 +61,38 @@ class ModelCall(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.cached_input_tokens
+
+
+class LedgerTotal(models.Model):
+    """The ledger's totals for one (role, model, status), of every call below LedgerMark.below_id: the calls page
+    adds the few calls above it to these rows instead of reading the whole ledger (llm.services.model_call_totals_roll,
+    every ten minutes)."""
+
+    role = models.CharField(max_length=60)
+    model_id = models.CharField(max_length=100)
+    status = models.CharField(max_length=20, choices=ModelCall.Status.choices)
+    calls = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cached_input_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=6, default=0, help_text="USD, of the priced calls")
+    unpriced = models.PositiveBigIntegerField(default=0, help_text="succeeded calls without a price")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["role", "model_id", "status"], name="llm_ledger_total_one_per_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.calls} {self.status} {self.role} calls to {self.model_id}"
+
+
+class LedgerMark(models.Model):
+    """One row: every call whose id is below `below_id` is counted in LedgerTotal, and no longer changes (finished, or
+    abandoned longer ago than a late reply is accepted)."""
+
+    below_id = models.BigIntegerField(default=0)
+    rolled_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"calls below #{self.below_id}"

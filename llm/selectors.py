@@ -1,4 +1,5 @@
-"""Reads of the ModelCall ledger for the calls page: a fixed number of queries whatever the data size."""
+"""Reads of the ModelCall ledger for the calls page: a fixed number of queries whatever the data size, whose totals
+and menus read the ledger's totals (llm.models.LedgerTotal) and the calls above their mark, not the whole ledger."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import connections
-from django.db.models import Count, IntegerField, Q, QuerySet, Sum
+from django.db.models import IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Left
 
-from .models import ModelCall
+from .models import LedgerMark, LedgerTotal, ModelCall
 
 PAGE_SIZE = 50
+COST_PLACES = Decimal("0.000001")  # ModelCall.cost's decimal places
 REPLY_HEAD_CHARS = 300
 
 
@@ -68,31 +70,58 @@ def model_calls(filters: CallFilters) -> QuerySet[ModelCall]:
     return calls.order_by("-started_at", "-id")
 
 
-def model_call_totals(calls: QuerySet[ModelCall]) -> CallTotals:
-    """One query: counts, token sums and the cost of the priced calls."""
-    row = calls.aggregate(
-        n_calls=Count("id"),
-        sum_input=Sum("input_tokens", default=0),
-        sum_output=Sum("output_tokens", default=0),
-        sum_cached=Sum("cached_input_tokens", default=0),
-        sum_cost=Sum("cost", default=Decimal(0)),
-        n_unpriced=Count("id", filter=Q(cost__isnull=True, status=ModelCall.Status.SUCCEEDED)),
+def _ledger_sql(filters: CallFilters, select_totals: str, select_calls: str) -> tuple[str, list[str]]:
+    """One statement over the rows the filters match of the ledger's totals (LedgerTotal: every call below the mark)
+    and of the calls above the mark (llm.services.model_call_totals_roll): one snapshot, so a roll-up committing
+    meanwhile counts no call twice or not at all."""
+    connection = connections[ModelCall.objects.db]
+    quote = connection.ops.quote_name
+    where, params = ["1 = 1"], []
+    for column, value in (("role", filters.role), ("model_id", filters.model_id), ("status", filters.status)):
+        if value:
+            where.append(f"{quote(column)} = %s")
+            params.append(value)
+    matching = " AND ".join(where)
+    mark = f"COALESCE((SELECT below_id FROM {quote(LedgerMark._meta.db_table)} WHERE id = 1), 0)"
+    sql = (
+        f"SELECT {select_totals} FROM {quote(LedgerTotal._meta.db_table)} WHERE {matching} UNION ALL "
+        f"SELECT {select_calls} FROM {quote(ModelCall._meta.db_table)} WHERE id >= {mark} AND {matching}"
     )
+    return sql, params * 2
+
+
+def model_call_totals(filters: CallFilters) -> CallTotals:
+    """One query: counts, token sums and the cost of the priced calls of everything the filters match, read from the
+    ledger's totals and the calls above their mark (the last minutes' calls, whatever the ledger's size)."""
+    columns = "calls, input_tokens, output_tokens, cached_input_tokens, cost, unpriced"
+    sql, params = _ledger_sql(
+        filters,
+        columns,
+        "1, input_tokens, output_tokens, cached_input_tokens, COALESCE(cost, 0), "
+        f"CASE WHEN cost IS NULL AND status = '{ModelCall.Status.SUCCEEDED}' THEN 1 ELSE 0 END",
+    )
+    sums = ", ".join(f"COALESCE(SUM({column}), 0)" for column in columns.split(", "))
+    with connections[ModelCall.objects.db].cursor() as cursor:
+        cursor.execute(f"SELECT {sums} FROM ({sql}) AS ledger", params)
+        calls, input_tokens, output_tokens, cached, cost, unpriced = cursor.fetchone()
     return CallTotals(
-        calls=row["n_calls"],
-        input_tokens=row["sum_input"],
-        output_tokens=row["sum_output"],
-        cached_input_tokens=row["sum_cached"],
-        cost=row["sum_cost"],
-        unpriced=row["n_unpriced"],
+        calls=int(calls),
+        input_tokens=int(input_tokens),
+        output_tokens=int(output_tokens),
+        cached_input_tokens=int(cached),
+        cost=Decimal(str(cost)).quantize(COST_PLACES),
+        unpriced=int(unpriced),
     )
 
 
 def model_call_choices() -> tuple[list[str], list[str]]:
-    """The roles and model ids seen in the ledger, for the filter menus (two queries)."""
-    roles = list(ModelCall.objects.order_by("role").values_list("role", flat=True).distinct())
-    model_ids = list(ModelCall.objects.order_by("model_id").values_list("model_id", flat=True).distinct())
-    return roles, model_ids
+    """The roles and model ids seen in the ledger, for the filter menus: one query over the ledger's totals and the
+    calls above their mark."""
+    sql, params = _ledger_sql(CallFilters(), "role, model_id", "role, model_id")
+    with connections[ModelCall.objects.db].cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT role, model_id FROM ({sql}) AS ledger", params)
+        pairs = cursor.fetchall()
+    return sorted({role for role, _ in pairs}), sorted({model_id for _, model_id in pairs})
 
 
 @dataclass(frozen=True)
@@ -114,7 +143,7 @@ class CallPage:
 def model_call_page(filters: CallFilters, page: str | int | None) -> CallPage:
     """One page of calls, newest first, with the totals of everything the filters match (two queries)."""
     calls = model_calls(filters)
-    totals = model_call_totals(calls)
+    totals = model_call_totals(filters)
     pages = max(1, -(-totals.calls // PAGE_SIZE))
     try:
         number = min(max(1, int(page or 1)), pages)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import models, transaction
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 
 from accounts.services import Actor, audit_record
@@ -22,11 +23,16 @@ from common.statements import Statement, update_statement
 from llm.core import ModelRequest, ModelResponse
 from llm.pricing import cost_of
 
-from .models import ModelCall
+from .models import LedgerMark, LedgerTotal, ModelCall
 
 REQUEST_PREVIEW_CHARS = 2000
 ERROR_CHARS = 4000
 REAP_BATCH = 500
+# A reply is still recorded on a call the reaper abandoned for this long after the call began (its tokens were spent);
+# after that the call no longer changes, and the ledger's totals count it for good (model_call_totals_roll).
+LATE_REPLY = timedelta(days=1)
+# The totals take in only calls begun this long ago: an id below theirs is committed (each call's row commits alone).
+SETTLED = timedelta(minutes=10)
 Subject = models.Model | tuple[str, str | int] | None
 
 
@@ -98,10 +104,15 @@ def _finish(call_id: int, started_at: datetime, fields: dict) -> ModelCall:
     fields.setdefault("latency_ms", max(0, int((now - started_at).total_seconds() * 1000)))
     with transaction.atomic(durable=True):
         # A reply that arrives after the reaper marked the call abandoned is still recorded: the tokens were spent.
-        ModelCall.objects.filter(pk=call_id, status__in=[ModelCall.Status.RUNNING, ModelCall.Status.ABANDONED]).update(
-            finished_at=now, **fields
-        )
+        _finishable(call_id, now).update(finished_at=now, **fields)
         return ModelCall.objects.get(pk=call_id)
+
+
+def _finishable(call_id: int, now: datetime) -> models.QuerySet[ModelCall]:
+    """The call, while a reply may still be recorded on it: running, or abandoned by the reaper less than LATE_REPLY
+    after it began."""
+    late = Q(status=ModelCall.Status.ABANDONED, started_at__gte=now - LATE_REPLY)
+    return ModelCall.objects.filter(Q(status=ModelCall.Status.RUNNING) | late, pk=call_id)
 
 
 def _succeeded(call: ModelCall, response: ModelResponse) -> dict:
@@ -137,8 +148,7 @@ def model_call_succeed_statement(
     for name, value in fields.items():
         setattr(call, name, value)
     # As _finish: a reply that arrives after the reaper marked the call abandoned is still recorded.
-    calls = ModelCall.objects.filter(pk=call.pk, status__in=[ModelCall.Status.RUNNING, ModelCall.Status.ABANDONED])
-    return update_statement(calls, **fields)
+    return update_statement(_finishable(call.pk, finished_at), **fields)
 
 
 def model_call_fail(*, call: ModelCall, error: BaseException | str, latency_ms: int | None = None) -> ModelCall:
@@ -203,3 +213,61 @@ def model_calls_abandon_stuck(*, cutoff: datetime) -> int:
                 },
             )
     return reaped
+
+
+def model_call_totals_roll(*, now: datetime | None = None) -> int:
+    """Count the calls that can no longer change into the ledger's totals (LedgerTotal) and move the mark past them:
+    every call from the mark up to the first that is still running, or abandoned less than LATE_REPLY ago, among
+    those begun more than SETTLED ago. Beat, every ten minutes (llm.tasks); the calls page then reads the totals and
+    the calls above the mark only. Two at once wait for each other (the mark's row lock). Returns how many calls it
+    counted."""
+    now = now or timezone.now()
+    with transaction.atomic(durable=True):
+        mark, _ = LedgerMark.objects.select_for_update().get_or_create(pk=1)
+        above = ModelCall.objects.filter(pk__gte=mark.below_id).order_by()
+        changing = Q(status=ModelCall.Status.RUNNING) | Q(
+            status=ModelCall.Status.ABANDONED, started_at__gte=now - LATE_REPLY
+        )
+        first_changing = above.filter(changing).aggregate(first=Min("pk"))["first"]
+        last_settled = above.filter(started_at__lt=now - SETTLED).aggregate(last=Max("pk"))["last"]
+        if last_settled is None:
+            return 0
+        upto = last_settled + 1 if first_changing is None else min(first_changing, last_settled + 1)
+        if upto <= mark.below_id:
+            return 0
+        groups = (
+            above.filter(pk__lt=upto)
+            .values("role", "model_id", "status")
+            .annotate(
+                n=Count("id"),
+                input=Sum("input_tokens"),
+                output=Sum("output_tokens"),
+                cached=Sum("cached_input_tokens"),
+                priced=Sum("cost"),
+                no_price=Count("id", filter=Q(cost__isnull=True, status=ModelCall.Status.SUCCEEDED)),
+            )
+        )
+        known = {(row.role, row.model_id, row.status): row for row in LedgerTotal.objects.all()}
+        new, changed, counted = [], [], 0
+        for group in groups:
+            key = (group["role"], group["model_id"], group["status"])
+            row = known.get(key)
+            if row is None:
+                row = LedgerTotal(role=key[0], model_id=key[1], status=key[2])
+                new.append(row)
+            else:
+                changed.append(row)
+            row.calls += group["n"]
+            row.input_tokens += group["input"] or 0
+            row.output_tokens += group["output"] or 0
+            row.cached_input_tokens += group["cached"] or 0
+            row.cost += group["priced"] or 0
+            row.unpriced += group["no_price"]
+            counted += group["n"]
+        LedgerTotal.objects.bulk_create(new)
+        LedgerTotal.objects.bulk_update(
+            changed, ["calls", "input_tokens", "output_tokens", "cached_input_tokens", "cost", "unpriced"]
+        )
+        mark.below_id, mark.rolled_at = upto, now
+        mark.save(update_fields=["below_id", "rolled_at"])
+    return counted

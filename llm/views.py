@@ -3,6 +3,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from .call_rows import call_rows
 from .factory import model_is_scripted
 from .models import ModelCall
 from .selectors import CallFilters, model_call_choices, model_call_page
@@ -18,6 +19,7 @@ def calls_view(request: HttpRequest) -> HttpResponse:
     context = {
         "filters": filters,
         "page": page,
+        "rows_html": call_rows(page.calls),
         "roles": roles,
         "model_ids": model_ids,
         "statuses": ModelCall.Status.values,

@@ -226,6 +226,7 @@ CELERY_BEAT_SCHEDULE = {
     "mine-new-runs": {"task": "procedures.mine_new_runs", "schedule": timedelta(minutes=10)},
     "deliver-due-webhooks": {"task": "reviews.deliver_due_webhooks", "schedule": timedelta(minutes=1)},
     "resume-evolution-runs": {"task": "graphs.evolution_reap", "schedule": timedelta(minutes=1)},
+    "roll-up-call-totals": {"task": "llm.roll_up_call_totals", "schedule": timedelta(minutes=10)},
     "resume-rubric-jobs": {"task": "reviews.rubric_reap", "schedule": timedelta(minutes=1)},
     # /healthz reads the age of this stamp; an undelivered beat is dropped after a minute rather than piling up.
     "worker-heartbeat": {
