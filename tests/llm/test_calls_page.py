@@ -186,3 +186,18 @@ def test_the_admin_shows_the_ledger_read_only(admin_user):
     assert client.get(reverse("admin:llm_modelcall_changelist")).status_code == 200
     assert client.get(reverse("admin:llm_modelcall_change", args=[call.pk])).status_code == 200
     assert client.get(reverse("admin:llm_modelcall_add")).status_code == 403
+
+
+def test_every_value_a_call_carries_is_escaped_in_its_row(viewer):
+    evil = '<script>alert("x")</script>'
+    call = recorded_call(role=evil, model_id=evil, subject=("type" + evil, "id" + evil))
+    ModelCall.objects.filter(pk=call.pk).update(  # test set-up: hostile text in every text column
+        response_text=evil,
+        request_preview=evil,
+        error=evil,
+        stop_reason=evil,
+        diagnostics={evil: evil},
+    )
+    html = logged_in(viewer).get(URL).content.decode()
+    assert "<script>alert" not in html
+    assert html.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") >= 9
