@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError as DjangoValidationError
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from common.text import first_unencodable, validate_encodable
@@ -282,6 +282,9 @@ def test_fuzzed_runs_never_answer_a_5xx_in_the_api_or_the_pages(api_client, writ
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
     )
     @given(run=fuzz_run)
+    # Both paths on every run, whatever the draw (150 drawn runs can all be refused): one stored, one refused.
+    @example(run={"source": "fuzz-example", "external_id": "e\u0301", "steps": [{"tool": "search"}]})
+    @example(run={"source": "fuzz-example", "external_id": "\ud800"})
     def never_a_server_error(run):
         response = api_client.post(URL, {"runs": [run]}, token=writer)
         assert response.status_code in (200, 201, 422), response.content
