@@ -48,7 +48,7 @@ from graphs.core.certify import pair_evaluations, run_ids
 from graphs.core.evaluation import Evaluation, EvaluationPending
 from graphs.core.rejections import ACCEPTED, RejectionEntry
 from uplift.selectors import latest_certificate
-from uplift.services import DecisionToRecord, SplitExhausted, certificate_issue, split_decision_to_record
+from uplift.services import DecisionToRecord, SplitExhausted, certificate_issue
 
 from .models import EvolutionRound, EvolutionRun, GraphCertification, Revision, Workspace
 
@@ -102,8 +102,8 @@ def round_parts(*, run: EvolutionRun, workspace: Workspace, entry: RejectionEntr
     validation = entry.validation
     if validation is None or not validation.per_task:
         return RoundParts(None, None)
-    decision = split_decision_to_record(
-        actor=Actor(user=run.started_by) if run.started_by_id else Actor.system(),
+    decision = DecisionToRecord(
+        actor=_starter(run),
         kind=KIND,
         parent_key=workspace.slug,
         task_ids=[outcome.task_id for outcome in validation.per_task],
@@ -173,11 +173,17 @@ def run_ended_in_transaction(*, run: EvolutionRun) -> GraphCertification | None:
     certification = GraphCertification.objects.create(
         **_round_fields(run, last, control), source=Source.EVALUATION, status=Status.QUEUED
     )
-    actor = Actor(user=run.started_by) if run.started_by_id else Actor.system()
     _queued(
-        certification, actor=actor, why="the run's last accepted candidate; its round's retained graph was not active"
+        certification,
+        actor=_starter(run),
+        why="the run's last accepted candidate; its round's retained graph was not active",
     )
     return certification
+
+
+def _starter(run: EvolutionRun) -> Actor:
+    """Who a run's certification acts for: the operator who started the run, else the system."""
+    return Actor(user=run.started_by) if run.started_by_id else Actor.system()
 
 
 def _round_fields(run: EvolutionRun, round_row: EvolutionRound, control: Revision | None) -> dict[str, Any]:

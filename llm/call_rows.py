@@ -6,7 +6,7 @@ print as `intcomma` and `floatformat` print them in English (common/formats.py).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP
 from html import escape
 
 from django.contrib.humanize.templatetags.humanize import naturaltime
@@ -16,11 +16,11 @@ from django.utils.safestring import SafeString, mark_safe
 from common.formats import truncate
 
 from .models import ModelCall
+from .selectors import COST_PLACES
 
 DASH = "–"
 ERROR_HEAD_CHARS = 80
 REPLY_HEAD_CHARS = 300
-COST_PLACES = Decimal("0.000001")
 
 
 def call_rows(calls: Iterable[ModelCall]) -> SafeString:

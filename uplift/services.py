@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import zlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -225,70 +226,35 @@ def _coverage_check_later(kind: str) -> None:
     coverage_check.delay(kind)
 
 
-def split_decision_record(
-    *,
-    actor: Actor,
-    kind: str,
-    parent_key: str,
-    task_ids: Sequence[str],
-    drawn_at: datetime,
-    what: str,
-    subject: str,
-    alpha: float,
-    passed: bool | None,
-) -> SplitDecision:
-    """Record a decision other than a certificate taken on a split (an evolution round scored on the validation
-    tasks): it counts against the split's budget like a certificate does."""
-    decision = split_decision_to_record(
-        actor=actor,
-        kind=kind,
-        parent_key=parent_key,
-        task_ids=task_ids,
-        drawn_at=drawn_at,
-        what=what,
-        subject=subject,
-        alpha=alpha,
-        passed=passed,
-    )
-    # Inside a caller's transaction (an evolution round's record) no savepoint: an error rolls the caller's back.
-    with transaction.atomic(savepoint=False):
-        row = None
-        if decision.statement is not None:
-            with connection.cursor() as cursor:
-                cursor.execute(*decision.statement)
-                row = cursor.fetchone()
-        return decision.recorded(row)
-
-
+@dataclass
 class DecisionToRecord:
-    """A decision on a split (split_decision_record's) not recorded yet. On PostgreSQL `statement` records it (the
-    split's count one up and the decision's ledger row: _DECISION_RECORDED), for a caller to send with its own
+    """A decision other than a certificate taken on a split (an evolution round scored on the validation tasks), not
+    recorded yet: it counts against the split's budget like a certificate does. On PostgreSQL `statement` records it
+    (the split's count one up and the decision's ledger row: _DECISION_RECORDED), for a caller to send with its own
     statements in its transaction; `recorded` takes the row that statement returned (None elsewhere: it records the
     decision itself) and audits the decision."""
 
-    def __init__(
-        self,
-        *,
-        actor: Actor,
-        kind: str,
-        parent_key: str,
-        task_ids: Sequence[str],
-        drawn_at: datetime,
-        what: str,
-        subject: str,
-        alpha: float,
-        passed: bool | None,
-    ) -> None:
-        self.actor, self.kind, self.parent_key, self.drawn_at = actor, kind, parent_key, drawn_at
-        self.what, self.subject, self.alpha, self.passed = what, subject[:200], alpha, passed
-        self.task_ids = task_ids
-        self.key, self.count = _split_identity(task_ids)
+    actor: Actor
+    kind: str
+    parent_key: str
+    task_ids: Sequence[str]
+    drawn_at: datetime
+    what: str
+    subject: str
+    alpha: float
+    passed: bool | None
+    statement: tuple[str, list[Any]] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.what not in SplitDecision.What.values:
+            raise UpliftInvalid(f"unknown decision kind {self.what!r}")
+        self.subject = self.subject[:200]
+        self.key, self.count = _split_identity(self.task_ids)
         self.now = timezone.now()
-        self.statement: tuple[str, list[Any]] | None = None
         if connection.vendor == "postgresql":
             sql = _DECISION_RECORDED.format(table=HeldOutSplit._meta.db_table, ledger=SplitDecision._meta.db_table)
-            values = [kind, parent_key, self.key, self.count, drawn_at, self.now]
-            self.statement = (sql, [*values, what, self.subject, alpha, passed, self.now])
+            split = [self.kind, self.parent_key, self.key, self.count, self.drawn_at, self.now]
+            self.statement = (sql, [*split, self.what, self.subject, self.alpha, self.passed, self.now])
 
     def recorded(self, row: Sequence[Any] | None) -> SplitDecision:
         """The decision, recorded (by `statement`, whose row is given, or here) and audited, in the caller's
@@ -337,32 +303,17 @@ class DecisionToRecord:
         return decision
 
 
-def split_decision_to_record(
-    *,
-    actor: Actor,
-    kind: str,
-    parent_key: str,
-    task_ids: Sequence[str],
-    drawn_at: datetime,
-    what: str,
-    subject: str,
-    alpha: float,
-    passed: bool | None,
-) -> DecisionToRecord:
-    """split_decision_record's decision as a statement to send with the caller's (DecisionToRecord)."""
-    if what not in SplitDecision.What.values:
-        raise UpliftInvalid(f"unknown decision kind {what!r}")
-    return DecisionToRecord(
-        actor=actor,
-        kind=kind,
-        parent_key=parent_key,
-        task_ids=task_ids,
-        drawn_at=drawn_at,
-        what=what,
-        subject=subject,
-        alpha=alpha,
-        passed=passed,
-    )
+def split_decision_record(*, actor: Actor, **decision: Any) -> SplitDecision:
+    """Record a DecisionToRecord (its fields as keywords) at once, in one statement on PostgreSQL."""
+    to_record = DecisionToRecord(actor=actor, **decision)
+    # Inside a caller's transaction no savepoint: an error rolls the caller's back.
+    with transaction.atomic(savepoint=False):
+        row = None
+        if to_record.statement is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(*to_record.statement)
+                row = cursor.fetchone()
+        return to_record.recorded(row)
 
 
 def coverage_check(*, actor: Actor | None = None, kind: str | None = None) -> dict[str, int]:

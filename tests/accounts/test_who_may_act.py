@@ -146,7 +146,6 @@ EXEMPT: dict[str, str] = {
     "rubrics.services.rubric_version_add": "a step of a rubric proposal's worker",
     "uplift.services.certificate_issue": "a step of a certification's worker (graphs, procedures' replays)",
     "uplift.services.split_decision_record": "a step of a certification's worker",
-    "uplift.services.split_decision_to_record": "a step of an evolution round's record (a worker's)",
     "uplift.services.coverage_check": "the system's periodic coverage check (uplift.tasks, manage.py recertify)",
     "uplift.watch_services.watch_start": "a step of applying an approved canary promotion (reviews.services)",
     # A person's own account: any active user holds tokens, limited to the scopes they may hold.
